@@ -1,0 +1,1 @@
+//! In-memory Kubernetes API server (being written).

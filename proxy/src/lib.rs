@@ -1,0 +1,1 @@
+//! sitegrid-proxy (being written).
