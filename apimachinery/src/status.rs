@@ -98,7 +98,11 @@ impl Status {
         } else {
             format!("{resource}.{group}")
         };
-        let mut s = Self::failure(404, Some("NotFound"), format!("{qualified} \"{name}\" not found"));
+        let mut s = Self::failure(
+            404,
+            Some("NotFound"),
+            format!("{qualified} \"{name}\" not found"),
+        );
         s.details = Some(StatusDetails {
             name: name.into(),
             group: group.into(),
@@ -110,7 +114,11 @@ impl Status {
 
     /// `404 NotFound` for a path the server does not serve at all.
     pub fn not_found_resource() -> Self {
-        let mut s = Self::failure(404, Some("NotFound"), "the server could not find the requested resource");
+        let mut s = Self::failure(
+            404,
+            Some("NotFound"),
+            "the server could not find the requested resource",
+        );
         s.details = Some(StatusDetails::default());
         s
     }
@@ -272,8 +280,13 @@ mod tests {
 
     #[test]
     fn grouped_not_found_names_the_group() {
-        let body = String::from_utf8(Status::not_found("endpointslices", "discovery.k8s.io", "nope").to_json()).unwrap();
-        assert!(body.contains("\"message\":\"endpointslices.discovery.k8s.io \\\"nope\\\" not found\""));
+        let body = String::from_utf8(
+            Status::not_found("endpointslices", "discovery.k8s.io", "nope").to_json(),
+        )
+        .unwrap();
+        assert!(
+            body.contains("\"message\":\"endpointslices.discovery.k8s.io \\\"nope\\\" not found\"")
+        );
         assert!(body.contains("\"details\":{\"name\":\"nope\",\"group\":\"discovery.k8s.io\",\"kind\":\"endpointslices\"}"));
     }
 
@@ -300,6 +313,8 @@ mod tests {
         let mut s = Status::expired("too old");
         s.metadata.continue_ = Some("abc".into());
         let body = String::from_utf8(s.to_json()).unwrap();
-        assert!(body.starts_with(r#"{"kind":"Status","apiVersion":"v1","metadata":{"continue":"abc"},"status":"Failure""#));
+        assert!(body.starts_with(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{"continue":"abc"},"status":"Failure""#
+        ));
     }
 }
