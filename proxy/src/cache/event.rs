@@ -1,0 +1,77 @@
+//! A change to a resource's served state, encoded once per API version.
+
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+
+use super::View;
+use crate::{encode::watch_frame, resource::Served};
+
+/// What happened to the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// The object appeared.
+    Added,
+    /// The object changed.
+    Modified,
+    /// The object is gone; the event carries its last state.
+    Deleted,
+}
+
+impl EventType {
+    /// The watch frame's `type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One committed change, shared by every watcher through an `Arc`.
+#[derive(Debug)]
+pub struct Event {
+    /// The proxy resourceVersion of the change.
+    pub rv: u64,
+    /// Added, modified or deleted.
+    pub event_type: EventType,
+    /// The new state (for DELETED: the last state, carrying the deletion's rv).
+    pub object: Arc<View>,
+    /// The state before (None for ADDED): for selector transitions and
+    /// reconstructing older snapshots.
+    pub prev: Option<Arc<View>>,
+    /// The watch frame per served version, encoded on first use.
+    frames: [OnceLock<Bytes>; 2],
+}
+
+impl Event {
+    /// A new event.
+    pub fn new(
+        rv: u64,
+        event_type: EventType,
+        object: Arc<View>,
+        prev: Option<Arc<View>>,
+    ) -> Event {
+        Event {
+            rv,
+            event_type,
+            object,
+            prev,
+            frames: [OnceLock::new(), OnceLock::new()],
+        }
+    }
+
+    /// The JSON watch frame for `served`, encoded once and shared.
+    pub fn frame(&self, served: Served) -> Bytes {
+        self.frames[served.version.index()]
+            .get_or_init(|| {
+                watch_frame(
+                    self.event_type.as_str(),
+                    served,
+                    self.object.body(served.kind, served.version),
+                )
+            })
+            .clone()
+    }
+}

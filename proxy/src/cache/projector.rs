@@ -1,0 +1,484 @@
+//! The projector: the single writer of the cache.
+//!
+//! It keeps the raw upstream objects, buffers relists until they complete and
+//! then applies only the differences, and recomputes the topology views of
+//! Endpoints and EndpointSlices when their objects, their Service's
+//! `topologyKeys` or the relevant node labels change. Every change whose
+//! served content really differs gets the next resourceVersion and is
+//! committed in one batch per resource.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    sync::Arc,
+};
+
+use kube::runtime::watcher;
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use super::{Cache, Change, EventType, View};
+use crate::{
+    object::UpstreamObject,
+    resource::ResourceKind,
+    topology::{self, NodeLabels, TopologyKeys, SERVICE_NAME_LABEL},
+};
+
+/// What a reflector hands the projector.
+pub type UpstreamEvent = (ResourceKind, watcher::Event<UpstreamObject>);
+
+type Upstream = BTreeMap<String, Arc<UpstreamObject>>;
+
+/// The cache's single writer.
+pub struct Projector {
+    cache: Arc<Cache>,
+    local_node: String,
+    next_rv: u64,
+    upstream: [Upstream; 4],
+    relist: [Option<Upstream>; 4],
+    upstream_synced: [bool; 4],
+    services: HashMap<String, TopologyKeys>,
+    nodes: NodeLabels,
+    /// `ns/service` → keys of its EndpointSlices.
+    slices_by_service: HashMap<String, BTreeSet<String>>,
+}
+
+/// Changes collected while handling one upstream event.
+#[derive(Default)]
+struct Batch {
+    changes: [Vec<Change>; 4],
+}
+
+impl Projector {
+    /// A projector writing into `cache` for the node `local_node`.
+    pub fn new(cache: Arc<Cache>, local_node: impl Into<String>) -> Projector {
+        let next_rv = cache.start_rv + 1;
+        Projector {
+            cache,
+            local_node: local_node.into(),
+            next_rv,
+            upstream: Default::default(),
+            relist: Default::default(),
+            upstream_synced: [false; 4],
+            services: HashMap::new(),
+            nodes: NodeLabels::new(),
+            slices_by_service: HashMap::new(),
+        }
+    }
+
+    /// Consumes reflector events until every sender is gone.
+    pub async fn run(mut self, mut rx: mpsc::Receiver<UpstreamEvent>) {
+        while let Some((kind, event)) = rx.recv().await {
+            self.handle(kind, event);
+        }
+        debug!("projector: all reflectors stopped");
+    }
+
+    /// Applies one upstream event and commits what it changed.
+    pub fn handle(&mut self, kind: ResourceKind, event: watcher::Event<UpstreamObject>) {
+        let mut batch = Batch::default();
+        let i = kind.index();
+        match event {
+            watcher::Event::Init => self.relist[i] = Some(Upstream::new()),
+            watcher::Event::InitApply(obj) => {
+                let buf = self.relist[i].get_or_insert_with(Upstream::new);
+                buf.insert(obj.key(), Arc::new(obj));
+            }
+            watcher::Event::InitDone => {
+                let fresh = self.relist[i].take().unwrap_or_default();
+                let (upserted, deleted) = diff(&self.upstream[i], &fresh);
+                let old = std::mem::replace(&mut self.upstream[i], fresh);
+                let deleted: Vec<_> = deleted
+                    .into_iter()
+                    .filter_map(|k| old.get(&k).cloned().map(|o| (k, o)))
+                    .collect();
+                info!(resource = %kind, objects = self.upstream[i].len(), changed = upserted.len() + deleted.len(), "upstream list synced");
+                self.changed(kind, &upserted, &deleted, &mut batch);
+                let first_sync = !self.upstream_synced[i];
+                self.upstream_synced[i] = true;
+                if first_sync {
+                    self.on_first_sync(kind, &mut batch);
+                }
+            }
+            watcher::Event::Apply(obj) => {
+                let key = obj.key();
+                self.upstream[i].insert(key.clone(), Arc::new(obj));
+                self.changed(kind, &[key], &[], &mut batch);
+            }
+            watcher::Event::Delete(obj) => {
+                let key = obj.key();
+                let old = self.upstream[i]
+                    .remove(&key)
+                    .unwrap_or_else(|| Arc::new(obj));
+                self.changed(kind, &[], &[(key, old)], &mut batch);
+            }
+        }
+        self.commit(batch);
+    }
+
+    fn topology_ready(&self) -> bool {
+        self.upstream_synced[ResourceKind::Services.index()]
+            && self.upstream_synced[ResourceKind::Nodes.index()]
+    }
+
+    /// After a resource's first full list: services and nodes are served at
+    /// once; endpoints and slices only once the topology inputs (services and
+    /// nodes) are complete, so kube-proxy never sees a half-filtered view.
+    fn on_first_sync(&mut self, kind: ResourceKind, batch: &mut Batch) {
+        use ResourceKind::*;
+        match kind {
+            Services | Nodes => {
+                self.cache.store(kind).mark_synced_after_commit();
+                if self.topology_ready() {
+                    self.recompute_all(batch);
+                    for k in [Endpoints, EndpointSlices] {
+                        if self.upstream_synced[k.index()] {
+                            self.cache.store(k).mark_synced_after_commit();
+                        }
+                    }
+                }
+            }
+            Endpoints | EndpointSlices => {
+                if self.topology_ready() {
+                    self.cache.store(kind).mark_synced_after_commit();
+                }
+            }
+        }
+    }
+
+    fn changed(
+        &mut self,
+        kind: ResourceKind,
+        upserted: &[String],
+        deleted: &[(String, Arc<UpstreamObject>)],
+        batch: &mut Batch,
+    ) {
+        match kind {
+            ResourceKind::Services => self.services_changed(upserted, deleted, batch),
+            ResourceKind::Nodes => self.nodes_changed(upserted, deleted, batch),
+            ResourceKind::Endpoints => {
+                for key in upserted.iter().chain(deleted.iter().map(|(k, _)| k)) {
+                    self.project_endpoints(key, batch);
+                }
+            }
+            ResourceKind::EndpointSlices => self.slices_changed(upserted, deleted, batch),
+        }
+    }
+
+    fn services_changed(
+        &mut self,
+        upserted: &[String],
+        deleted: &[(String, Arc<UpstreamObject>)],
+        batch: &mut Batch,
+    ) {
+        let mut affected = Vec::new();
+        for key in upserted {
+            let Some(obj) = self.upstream[ResourceKind::Services.index()]
+                .get(key)
+                .cloned()
+            else {
+                continue;
+            };
+            let keys = match TopologyKeys::from_annotations(obj.metadata.annotations.as_ref()) {
+                Ok(k) => k,
+                Err(reason) => {
+                    warn!(service = %key, %reason, "ignoring invalid topology annotation; endpoints pass unfiltered");
+                    None
+                }
+            };
+            let before = match &keys {
+                Some(k) => self.services.insert(key.clone(), k.clone()),
+                None => self.services.remove(key),
+            };
+            if before != keys {
+                affected.push(key.clone());
+            }
+            self.emit_plain(ResourceKind::Services, key, batch);
+        }
+        for (key, _) in deleted {
+            if self.services.remove(key).is_some() {
+                affected.push(key.clone());
+            }
+            self.emit_plain(ResourceKind::Services, key, batch);
+        }
+        for service in affected {
+            self.project_service(&service, batch);
+        }
+    }
+
+    fn nodes_changed(
+        &mut self,
+        upserted: &[String],
+        deleted: &[(String, Arc<UpstreamObject>)],
+        batch: &mut Batch,
+    ) {
+        let mut labels_moved = false;
+        for key in upserted {
+            let labels = self.upstream[ResourceKind::Nodes.index()]
+                .get(key)
+                .and_then(|o| o.metadata.labels.clone())
+                .unwrap_or_default();
+            if self.nodes.get(key) != Some(&labels) {
+                labels_moved |= self.relevant(key, self.nodes.get(key), Some(&labels));
+                self.nodes.insert(key.clone(), labels);
+            }
+            self.emit_plain(ResourceKind::Nodes, key, batch);
+        }
+        for (key, _) in deleted {
+            if let Some(old) = self.nodes.remove(key) {
+                labels_moved |= self.relevant(key, Some(&old), None);
+            }
+            self.emit_plain(ResourceKind::Nodes, key, batch);
+        }
+        if labels_moved {
+            debug!("node topology labels changed; recomputing filtered views");
+            self.recompute_all(batch);
+        }
+    }
+
+    /// Whether a node's label change can alter any view: it is the local node,
+    /// or a label some Service's topology keys name differs.
+    fn relevant(
+        &self,
+        node: &str,
+        before: Option<&BTreeMap<String, String>>,
+        after: Option<&BTreeMap<String, String>>,
+    ) -> bool {
+        if node == self.local_node {
+            return true;
+        }
+        self.services
+            .values()
+            .flat_map(TopologyKeys::label_keys)
+            .any(|k| before.and_then(|l| l.get(k)) != after.and_then(|l| l.get(k)))
+    }
+
+    fn slices_changed(
+        &mut self,
+        upserted: &[String],
+        deleted: &[(String, Arc<UpstreamObject>)],
+        batch: &mut Batch,
+    ) {
+        let mut services = BTreeSet::new();
+        for key in upserted {
+            // A slice may move between services only by relabelling; drop the old link first.
+            for set in self.slices_by_service.values_mut() {
+                set.remove(key);
+            }
+            let obj = &self.upstream[ResourceKind::EndpointSlices.index()][key];
+            match slice_service(obj) {
+                Some(svc) => {
+                    self.slices_by_service
+                        .entry(svc.clone())
+                        .or_default()
+                        .insert(key.clone());
+                    services.insert(svc);
+                }
+                None => self.project_single_slice(key, batch),
+            }
+        }
+        for (key, old) in deleted {
+            if let Some(svc) = slice_service(old) {
+                if let Some(set) = self.slices_by_service.get_mut(&svc) {
+                    set.remove(key);
+                }
+                services.insert(svc);
+            }
+            self.emit(ResourceKind::EndpointSlices, key, None, batch);
+        }
+        for svc in services {
+            self.project_slices_of(&svc, batch);
+        }
+    }
+
+    fn recompute_all(&mut self, batch: &mut Batch) {
+        let keys: Vec<String> = self.upstream[ResourceKind::Endpoints.index()]
+            .keys()
+            .cloned()
+            .collect();
+        for key in &keys {
+            self.project_endpoints(key, batch);
+        }
+        let slices: Vec<String> = self.upstream[ResourceKind::EndpointSlices.index()]
+            .keys()
+            .cloned()
+            .collect();
+        let mut services = BTreeSet::new();
+        for key in &slices {
+            match slice_service(&self.upstream[ResourceKind::EndpointSlices.index()][key]) {
+                Some(svc) => {
+                    services.insert(svc);
+                }
+                None => self.project_single_slice(key, batch),
+            }
+        }
+        for svc in services {
+            self.project_slices_of(&svc, batch);
+        }
+    }
+
+    /// Recomputes the Endpoints and EndpointSlices of one Service.
+    fn project_service(&mut self, service: &str, batch: &mut Batch) {
+        self.project_endpoints(service, batch);
+        self.project_slices_of(service, batch);
+    }
+
+    fn project_endpoints(&mut self, key: &str, batch: &mut Batch) {
+        if !self.topology_ready() {
+            return;
+        }
+        let Some(obj) = self.upstream[ResourceKind::Endpoints.index()].get(key) else {
+            self.emit(ResourceKind::Endpoints, key, None, batch);
+            return;
+        };
+        let mut value = parse(obj);
+        if let Some(keys) = self.services.get(key) {
+            let refs = topology::endpoints_refs(&value);
+            let selection =
+                topology::choose(keys, self.nodes.get(&self.local_node), &self.nodes, &refs);
+            topology::project_endpoints(&mut value, &selection, &self.nodes);
+        }
+        self.emit(ResourceKind::Endpoints, key, Some(value), batch);
+    }
+
+    fn project_slices_of(&mut self, service: &str, batch: &mut Batch) {
+        if !self.topology_ready() {
+            return;
+        }
+        let slice_keys: Vec<String> = self
+            .slices_by_service
+            .get(service)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        let store = &self.upstream[ResourceKind::EndpointSlices.index()];
+        let mut values: Vec<(String, Value)> = slice_keys
+            .iter()
+            .filter_map(|k| Some((k.clone(), parse(store.get(k)?))))
+            .collect();
+        if let Some(keys) = self.services.get(service) {
+            let refs: Vec<_> = values
+                .iter()
+                .flat_map(|(_, v)| topology::slice_refs(v))
+                .collect();
+            let selection =
+                topology::choose(keys, self.nodes.get(&self.local_node), &self.nodes, &refs);
+            for (_, v) in values.iter_mut() {
+                topology::project_slice(v, &selection, &self.nodes);
+            }
+        }
+        for (key, value) in values {
+            self.emit(ResourceKind::EndpointSlices, &key, Some(value), batch);
+        }
+    }
+
+    fn project_single_slice(&mut self, key: &str, batch: &mut Batch) {
+        if !self.topology_ready() {
+            return;
+        }
+        let value = self.upstream[ResourceKind::EndpointSlices.index()]
+            .get(key)
+            .map(|o| parse(o));
+        self.emit(ResourceKind::EndpointSlices, key, value, batch);
+    }
+
+    /// Services and nodes are served as the upstream has them.
+    fn emit_plain(&mut self, kind: ResourceKind, key: &str, batch: &mut Batch) {
+        let value = self.upstream[kind.index()].get(key).map(|o| parse(o));
+        self.emit(kind, key, value, batch);
+    }
+
+    /// Queues the new served state of one object (None: gone) if it differs
+    /// from what is served now, taking the next resourceVersion.
+    fn emit(&mut self, kind: ResourceKind, key: &str, value: Option<Value>, batch: &mut Batch) {
+        let store = self.cache.store(kind);
+        let current = match pending(&batch.changes[kind.index()], key) {
+            Some(in_batch) => in_batch,
+            None => store.get(key),
+        };
+        let change = match (value, current) {
+            (Some(Value::Object(map)), current) => {
+                let view = View::new(&map, self.next_rv, store.native);
+                match current {
+                    Some(cur) if cur.same_content(&view) => return,
+                    Some(_) => Change {
+                        event_type: EventType::Modified,
+                        object: Arc::new(view),
+                    },
+                    None => Change {
+                        event_type: EventType::Added,
+                        object: Arc::new(view),
+                    },
+                }
+            }
+            (Some(_), _) => {
+                warn!(resource = %kind, %key, "upstream object is not a JSON object; ignored");
+                return;
+            }
+            (None, Some(cur)) => Change {
+                event_type: EventType::Deleted,
+                object: Arc::new(cur.with_rv(self.next_rv)),
+            },
+            (None, None) => return,
+        };
+        self.next_rv += 1;
+        batch.changes[kind.index()].push(change);
+    }
+
+    fn commit(&mut self, batch: Batch) {
+        let mut synced = Vec::new();
+        for (kind, changes) in ResourceKind::ALL.into_iter().zip(batch.changes) {
+            let store = self.cache.store(kind);
+            store.commit(changes);
+            if store.take_pending_sync() {
+                synced.push(kind);
+            }
+        }
+        self.cache.advance_rv(self.next_rv - 1);
+        for kind in synced {
+            info!(resource = %kind, "serving from cache");
+            self.cache.store(kind).mark_synced();
+        }
+    }
+}
+
+/// The state of `key` as changed earlier in the same batch (`Some(None)`: deleted), if it was.
+fn pending(changes: &[Change], key: &str) -> Option<Option<Arc<View>>> {
+    changes
+        .iter()
+        .rev()
+        .find(|c| c.object.key == key)
+        .map(|c| match c.event_type {
+            EventType::Deleted => None,
+            _ => Some(c.object.clone()),
+        })
+}
+
+/// Keys added or changed (by upstream resourceVersion), and keys gone.
+fn diff(old: &Upstream, new: &Upstream) -> (Vec<String>, Vec<String>) {
+    let upserted = new
+        .iter()
+        .filter(|(k, o)| {
+            old.get(*k)
+                .is_none_or(|p| p.upstream_rv() != o.upstream_rv() || p.upstream_rv().is_empty())
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
+    let deleted = old
+        .keys()
+        .filter(|k| !new.contains_key(*k))
+        .cloned()
+        .collect();
+    (upserted, deleted)
+}
+
+fn parse(obj: &UpstreamObject) -> Value {
+    serde_json::from_str(obj.raw.get()).unwrap_or_else(|_| Value::Object(Map::new()))
+}
+
+fn slice_service(obj: &UpstreamObject) -> Option<String> {
+    let svc = obj.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?;
+    Some(crate::object::object_key(
+        obj.metadata.namespace.as_deref(),
+        svc,
+    ))
+}

@@ -1,0 +1,232 @@
+//! One resource's served state: the objects, a bounded event log for resume,
+//! and the live broadcast that fans events out to watchers.
+
+use std::{
+    collections::{BTreeMap, VecDeque},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+};
+
+use parking_lot::RwLock;
+use tokio::sync::{broadcast, watch};
+
+use super::{Event, EventType, View};
+use crate::resource::{ApiVersion, ResourceKind};
+
+/// The served state of one resource.
+pub struct ResourceStore {
+    /// Which resource this is.
+    pub kind: ResourceKind,
+    /// The version objects are stored (and the upstream serves) in.
+    pub native: ApiVersion,
+    state: RwLock<State>,
+    live: broadcast::Sender<Arc<Event>>,
+    synced: watch::Sender<bool>,
+    /// Set by the projector during a batch; turned into `synced` after the commit.
+    pending_sync: AtomicBool,
+}
+
+struct State {
+    objects: BTreeMap<String, Arc<View>>,
+    log: VecDeque<Arc<Event>>,
+    log_capacity: usize,
+    /// Events with rv ≤ this may have left the log.
+    compacted_rv: u64,
+    /// The rv of the newest event (or the proxy's start rv).
+    last_rv: u64,
+}
+
+/// A change the projector commits (its rv is already assigned).
+#[derive(Debug)]
+pub struct Change {
+    /// Added, modified or deleted.
+    pub event_type: EventType,
+    /// The new state (the last state, at the deletion's rv, for DELETED).
+    pub object: Arc<View>,
+}
+
+/// What a new watcher starts from.
+pub struct Subscription {
+    /// Logged events after the requested version (empty for a fresh start).
+    pub replay: Vec<Arc<Event>>,
+    /// The current objects, for a watch that starts with ADDED events.
+    pub initial: Vec<Arc<View>>,
+    /// Live events committed after the subscription.
+    pub live: broadcast::Receiver<Arc<Event>>,
+    /// The resource's newest rv at subscription time.
+    pub rv: u64,
+}
+
+/// The requested version is older than the log holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooOld {
+    /// The newest rv that can no longer be served (the apiserver prints oldest-1).
+    pub compacted_rv: u64,
+}
+
+impl ResourceStore {
+    /// An empty store whose versions start after `start_rv`.
+    pub fn new(
+        kind: ResourceKind,
+        native: ApiVersion,
+        start_rv: u64,
+        log_capacity: usize,
+        live_capacity: usize,
+    ) -> Self {
+        ResourceStore {
+            kind,
+            native,
+            state: RwLock::new(State {
+                objects: BTreeMap::new(),
+                log: VecDeque::with_capacity(log_capacity.min(4096)),
+                log_capacity: log_capacity.max(1),
+                compacted_rv: start_rv,
+                last_rv: start_rv,
+            }),
+            live: broadcast::channel(live_capacity.max(1)).0,
+            synced: watch::channel(false).0,
+            pending_sync: AtomicBool::new(false),
+        }
+    }
+
+    /// Applies a batch atomically: readers see all of it or none of it.
+    pub fn commit(&self, changes: Vec<Change>) {
+        if changes.is_empty() {
+            return;
+        }
+        let mut st = self.state.write();
+        for change in changes {
+            let key = change.object.key.clone();
+            let rv = change.object.rv;
+            let prev = match change.event_type {
+                EventType::Deleted => st.objects.remove(&key),
+                _ => st.objects.insert(key, change.object.clone()),
+            };
+            let event = Arc::new(Event::new(rv, change.event_type, change.object, prev));
+            if st.log.len() == st.log_capacity {
+                if let Some(old) = st.log.pop_front() {
+                    st.compacted_rv = old.rv;
+                }
+            }
+            st.log.push_back(event.clone());
+            st.last_rv = rv;
+            // No receiver is fine: nobody is watching. Sent under the lock so a
+            // subscriber never misses or duplicates an event (see `subscribe`).
+            let _ = self.live.send(event);
+        }
+    }
+
+    /// Asks for `synced` to be set once the batch being built is committed.
+    pub(crate) fn mark_synced_after_commit(&self) {
+        if !self.is_synced() {
+            self.pending_sync.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes the request made by `mark_synced_after_commit`.
+    pub(crate) fn take_pending_sync(&self) -> bool {
+        self.pending_sync.swap(false, Ordering::Relaxed)
+    }
+
+    /// Marks the store as holding the upstream's full state.
+    pub fn mark_synced(&self) {
+        self.synced.send_replace(true);
+    }
+
+    /// Whether the first full sync has happened.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Waits until the first full sync (callers bound it with a timeout).
+    pub async fn wait_synced(&self) {
+        let mut rx = self.synced.subscribe();
+        // An error means the sender is gone, which cannot happen while `self` lives.
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// One object by key.
+    pub fn get(&self, key: &str) -> Option<Arc<View>> {
+        self.state.read().objects.get(key).cloned()
+    }
+
+    /// The newest rv of this resource.
+    pub fn last_rv(&self) -> u64 {
+        self.state.read().last_rv
+    }
+
+    /// Objects whose key starts with `prefix` (`ns/` or `""`), in key order, and the rv they are current at.
+    pub fn snapshot(&self, prefix: &str) -> (Vec<Arc<View>>, u64) {
+        let st = self.state.read();
+        let items = st
+            .objects
+            .range(prefix.to_owned()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(_, v)| v.clone())
+            .collect();
+        (items, st.last_rv)
+    }
+
+    /// The objects as they were at `rv` (rolled back through the log), for
+    /// `resourceVersionMatch=Exact` and continue tokens.
+    pub fn snapshot_at(&self, rv: u64, prefix: &str) -> Result<Vec<Arc<View>>, TooOld> {
+        let st = self.state.read();
+        if rv < st.compacted_rv {
+            return Err(TooOld {
+                compacted_rv: st.compacted_rv,
+            });
+        }
+        let in_scope = |k: &str| k.starts_with(prefix);
+        let mut objects: BTreeMap<String, Arc<View>> = st
+            .objects
+            .range(prefix.to_owned()..)
+            .take_while(|(k, _)| in_scope(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for ev in st.log.iter().rev().take_while(|e| e.rv > rv) {
+            if !in_scope(&ev.object.key) {
+                continue;
+            }
+            match &ev.prev {
+                Some(prev) => objects.insert(prev.key.clone(), prev.clone()),
+                None => objects.remove(&ev.object.key),
+            };
+        }
+        Ok(objects.into_values().collect())
+    }
+
+    /// Starts a watch. `from: None` starts with the current objects; `Some(rv)`
+    /// replays every logged event after `rv` (or fails if the log no longer reaches back).
+    pub fn subscribe(&self, from: Option<u64>) -> Result<Subscription, TooOld> {
+        let st = self.state.read();
+        // Subscribing under the read lock while commits send under the write
+        // lock means the replay and the live stream neither overlap nor gap.
+        let live = self.live.subscribe();
+        let (replay, initial) = match from {
+            None => (Vec::new(), st.objects.values().cloned().collect()),
+            Some(rv) if rv < st.compacted_rv => {
+                return Err(TooOld {
+                    compacted_rv: st.compacted_rv,
+                })
+            }
+            Some(rv) => {
+                let start = st.log.partition_point(|e| e.rv <= rv);
+                (st.log.range(start..).cloned().collect(), Vec::new())
+            }
+        };
+        Ok(Subscription {
+            replay,
+            initial,
+            live,
+            rv: st.last_rv,
+        })
+    }
+
+    /// Number of objects and number of logged events.
+    pub fn sizes(&self) -> (usize, usize) {
+        let st = self.state.read();
+        (st.objects.len(), st.log.len())
+    }
+}

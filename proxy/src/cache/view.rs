@@ -1,0 +1,120 @@
+//! A cached object as served: encoded once, plus what selectors need.
+
+use std::{collections::BTreeMap, sync::OnceLock};
+
+use apimachinery::endpointslice;
+use serde_json::{Map, Value};
+
+use crate::{
+    encode::{encode_body, Encoded},
+    object::object_key,
+    resource::{ApiVersion, ResourceKind},
+};
+
+/// One object in a resource's served state, at one proxy resourceVersion.
+#[derive(Debug)]
+pub struct View {
+    /// `ns/name` or `name`: the store key, in kube-apiserver's list order.
+    pub key: String,
+    /// Namespace (None for cluster-scoped kinds).
+    pub namespace: Option<String>,
+    /// Object name.
+    pub name: String,
+    /// `metadata.labels`, for label selectors.
+    pub labels: BTreeMap<String, String>,
+    /// `spec.unschedulable` (nodes' extra field selector).
+    pub unschedulable: bool,
+    /// The proxy resourceVersion this state was committed at.
+    pub rv: u64,
+    /// The version the body is encoded in (the upstream's).
+    native: ApiVersion,
+    body: Encoded,
+    /// The body in the other EndpointSlice version, converted on first use.
+    other: OnceLock<Encoded>,
+}
+
+impl View {
+    /// Encodes `obj` (a full object as JSON) at resourceVersion `rv`.
+    pub fn new(obj: &Map<String, Value>, rv: u64, native: ApiVersion) -> View {
+        let meta = obj.get("metadata");
+        let text = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str);
+        let namespace = text("namespace")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned);
+        let name = text("name").unwrap_or_default().to_owned();
+        let labels = meta
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let unschedulable = obj
+            .get("spec")
+            .and_then(|s| s.get("unschedulable"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        View {
+            key: object_key(namespace.as_deref(), &name),
+            namespace,
+            name,
+            labels,
+            unschedulable,
+            rv,
+            native,
+            body: encode_body(obj, rv),
+            other: OnceLock::new(),
+        }
+    }
+
+    /// The same object at another resourceVersion (a DELETED event's copy).
+    pub fn with_rv(&self, rv: u64) -> View {
+        View {
+            key: self.key.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            labels: self.labels.clone(),
+            unschedulable: self.unschedulable,
+            rv,
+            native: self.native,
+            body: self.body.with_rv(rv),
+            other: OnceLock::new(),
+        }
+    }
+
+    /// Whether the content (everything but the resourceVersion) equals `other`'s.
+    pub fn same_content(&self, other: &View) -> bool {
+        self.body.same_content(&other.body)
+    }
+
+    /// The body in `version`: the stored encoding, or the EndpointSlice
+    /// conversion to the other version, computed once and shared.
+    pub fn body(&self, kind: ResourceKind, version: ApiVersion) -> &Encoded {
+        if version == self.native || kind != ResourceKind::EndpointSlices {
+            return &self.body;
+        }
+        self.other.get_or_init(|| {
+            let mut value = self.body.to_value();
+            match version {
+                ApiVersion::V1 => endpointslice::v1beta1_to_v1(&mut value),
+                ApiVersion::V1beta1 => endpointslice::v1_to_v1beta1(&mut value),
+            }
+            match value {
+                Value::Object(map) => encode_body(&map, self.rv),
+                _ => self.body.clone(),
+            }
+        })
+    }
+
+    /// A field for field selectors, as kube-apiserver exposes it.
+    pub fn field(&self, field: &str) -> Option<String> {
+        match field {
+            "metadata.name" => Some(self.name.clone()),
+            "metadata.namespace" => Some(self.namespace.clone().unwrap_or_default()),
+            "spec.unschedulable" => Some(self.unschedulable.to_string()),
+            _ => None,
+        }
+    }
+}

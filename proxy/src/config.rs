@@ -1,0 +1,142 @@
+//! Command-line flags. Names follow SuperEdge's application-grid-wrapper
+//! (`--kubeconfig`, `--hostname`, `--bind-address`) so manifests carry over.
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::{
+    cache::CacheConfig,
+    serve::{ServeSettings, WatchSettings},
+};
+
+/// sitegrid-proxy: serves kube-proxy (and other informers) services,
+/// endpoints, endpointslices and nodes from a cache filtered to this node's
+/// site, and passes every other request to the API server.
+#[derive(Debug, Parser)]
+#[command(name = "sitegrid-proxy", version, about, long_about = None)]
+pub struct Cli {
+    /// What to run (default: the proxy).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Proxy flags.
+    #[command(flatten)]
+    pub proxy: ProxyArgs,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start an in-memory API server loaded with the two-site sample cluster
+    /// and a proxy for one of its nodes; prints kubectl commands to try.
+    Demo(DemoArgs),
+}
+
+/// Flags of the demo.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// The node the proxy plays (bj-1..3 are in beijing, gz-1..3 in guangzhou).
+    #[arg(long, default_value = "bj-1")]
+    pub hostname: String,
+    /// Where the proxy listens.
+    #[arg(long, default_value = "127.0.0.1:51006")]
+    pub bind_address: SocketAddr,
+    /// Where the in-memory API server listens.
+    #[arg(long, default_value = "127.0.0.1:51007")]
+    pub upstream_address: SocketAddr,
+    /// EndpointSlice version the in-memory API server serves (v1, or v1beta1 like Kubernetes 1.20).
+    #[arg(long, default_value = "v1", value_parser = ["v1", "v1beta1"])]
+    pub endpointslice_version: String,
+}
+
+/// Flags of the proxy.
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// kubeconfig naming the API server and the proxy's credentials (default:
+    /// $KUBECONFIG, then ~/.kube/config, then the in-cluster service account).
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// This node's name; its labels decide which endpoints are local (default: $NODE_NAME, then the host name).
+    #[arg(long, env = "NODE_NAME")]
+    pub hostname: Option<String>,
+    /// Address to serve on.
+    #[arg(long, default_value = "127.0.0.1:51006")]
+    pub bind_address: SocketAddr,
+    /// Events kept per resource so watches can resume from a recent resourceVersion.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub event_log_size: u64,
+    /// Events a watcher may fall behind before it is ended with 410 Expired (the client relists).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub watcher_buffer: u64,
+    /// Seconds between BOOKMARK events on watches that allow them.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub bookmark_interval: u64,
+    /// Largest request body passed through, in bytes (larger: 413).
+    #[arg(long, default_value_t = 3 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Log filter (tracing EnvFilter syntax, e.g. `info` or `sitegrid_proxy=debug`); RUST_LOG overrides.
+    #[arg(long, default_value = "info", global = true)]
+    pub log_level: String,
+}
+
+impl ProxyArgs {
+    /// The local node name: the flag, $NODE_NAME, else the host name.
+    pub fn node_name(&self) -> String {
+        self.hostname.clone().unwrap_or_else(host_name)
+    }
+
+    /// Cache sizes from the flags.
+    pub fn cache_config(&self) -> CacheConfig {
+        CacheConfig {
+            log_capacity: self.event_log_size as usize,
+            watcher_buffer: self.watcher_buffer as usize,
+        }
+    }
+
+    /// Handler settings from the flags.
+    pub fn serve_settings(&self) -> ServeSettings {
+        ServeSettings {
+            watch: WatchSettings {
+                bookmark_interval: Duration::from_secs(self.bookmark_interval),
+            },
+            ..ServeSettings::default()
+        }
+    }
+}
+
+/// The kernel's host name.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn superedge_style_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "sitegrid-proxy",
+            "--kubeconfig=/etc/kubernetes/proxy.kubeconfig",
+            "--hostname=bj-1",
+            "--bind-address=127.0.0.1:51006",
+        ])
+        .unwrap();
+        assert_eq!(cli.proxy.node_name(), "bj-1");
+        assert_eq!(
+            cli.proxy.kubeconfig.unwrap().to_str(),
+            Some("/etc/kubernetes/proxy.kubeconfig")
+        );
+    }
+
+    #[test]
+    fn unknown_flag_is_an_error() {
+        let err = Cli::try_parse_from(["sitegrid-proxy", "--no-such-flag"]).unwrap_err();
+        assert!(err.to_string().contains("--no-such-flag"));
+    }
+}

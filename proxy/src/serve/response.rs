@@ -1,0 +1,68 @@
+//! Building HTTP responses the way kube-apiserver does.
+
+use std::convert::Infallible;
+
+use apimachinery::Status;
+use bytes::Bytes;
+use http::{header, HeaderValue, Response, StatusCode};
+use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
+
+/// Any error a response body may fail with (passthrough bodies can).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body type of every response the proxy sends.
+pub type Body = UnsyncBoxBody<Bytes, BoxError>;
+
+/// A whole body from bytes.
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into())
+        .map_err(|never: Infallible| match never {})
+        .boxed_unsync()
+}
+
+/// A JSON response with the apiserver's headers (`Cache-Control: no-cache, private`).
+pub fn json(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut resp = Response::new(full(body));
+    *resp.status_mut() = code;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    resp
+}
+
+/// A `Status` error response with its HTTP code (and `Retry-After` when it carries one).
+pub fn status(s: &Status) -> Response<Body> {
+    let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = json(code, s.to_json());
+    if let Some(secs) = s.details.as_ref().and_then(|d| d.retry_after_seconds) {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    resp
+}
+
+/// Re-indents a JSON body with 2 spaces (`?pretty=true`, or a curl/Wget/browser
+/// User-Agent, as kube-apiserver does).
+pub fn prettify(body: &[u8]) -> Bytes {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(v) => {
+            let mut out = serde_json::to_vec_pretty(&v).unwrap_or_else(|_| body.to_vec());
+            out.push(b'\n');
+            Bytes::from(out)
+        }
+        Err(_) => Bytes::copy_from_slice(body),
+    }
+}
+
+/// Whether kube-apiserver would pretty-print for this User-Agent.
+pub fn pretty_user_agent(ua: Option<&str>) -> bool {
+    ua.is_some_and(|ua| {
+        ua.starts_with("curl") || ua.starts_with("Wget") || ua.starts_with("Mozilla/5.0")
+    })
+}
