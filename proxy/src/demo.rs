@@ -50,7 +50,7 @@ pub fn instructions(proxy: std::net::SocketAddr, upstream: &str, node: &str) -> 
          \x20 kubectl --server {p} get endpoints -A\n\
          \x20 kubectl --server {p} get svc,nodes -A\n\
          What the API server holds (every endpoint):\n\
-         \x20 kubectl --server {upstream} get endpoints -A\n\
+         \x20 kubectl --server {upstream} get endpointslices -A -o wide\n\
          Watch the filtered view (replays from a resourceVersion, ends after 30 s):\n\
          \x20 kubectl --server {p} get --raw '/api/v1/endpoints?watch=1&resourceVersion=0&timeoutSeconds=30'\n\
          \n\

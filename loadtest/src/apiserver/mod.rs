@@ -1,0 +1,210 @@
+//! An in-memory kube-apiserver 1.20 for list/watch clients (kube-rs,
+//! client-go): the upstream of the proxy's tests, its demo and benchmarks.
+//!
+//! Layout: `routing` maps paths to resources, `handler` runs one generic
+//! handler per verb, `store` is the etcd stand-in (global resourceVersion,
+//! event history), `list`/`watch` serve reads, `write`/`patch` writes,
+//! `filter` selectors, `discovery` the discovery documents, `serve` sockets.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apimachinery::Status;
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use parking_lot::Mutex;
+use serde_json::Value;
+
+mod discovery;
+mod filter;
+mod handler;
+mod list;
+mod object;
+mod patch;
+mod query;
+mod resource;
+mod routing;
+mod serve;
+mod store;
+mod watch;
+mod write;
+
+pub use serve::ServerHandle;
+
+use resource::Resources;
+use store::{key_of, Store, WatchCounts};
+
+/// Response body of every handler: a full JSON body or a watch stream.
+pub(crate) type Body = UnsyncBoxBody<Bytes, std::convert::Infallible>;
+
+/// How the server behaves.
+#[derive(Debug, Clone)]
+pub struct ApiServerConfig {
+    /// Served version of discovery.k8s.io EndpointSlices: "v1" (default) or
+    /// "v1beta1" (as Kubernetes 1.20 does). Only that version is served (the
+    /// other is 404), and discovery reports only it.
+    pub endpointslice_version: &'static str,
+    /// Watch events kept for resume (default 1000). A watch from an older
+    /// resourceVersion gets the 410 ERROR frame.
+    pub history: usize,
+    /// Interval between BOOKMARK events on watches with
+    /// allowWatchBookmarks=true (default 60 s).
+    pub bookmark_interval: Duration,
+}
+
+impl Default for ApiServerConfig {
+    fn default() -> Self {
+        ApiServerConfig {
+            endpointslice_version: "v1",
+            history: 1000,
+            bookmark_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+/// One request as received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// The path, e.g. `/api/v1/services`.
+    pub path: String,
+    /// The raw (still percent-encoded) query, empty if none.
+    pub query: String,
+}
+
+/// State shared by the handle, the HTTP handlers and the watch streams.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub config: ApiServerConfig,
+    pub store: Store,
+    /// Bumped by `disconnect_watches`; every watch stream ends on a change.
+    pub disconnect: tokio::sync::watch::Sender<u64>,
+    pub watches: Arc<WatchCounts>,
+    pub requests: Mutex<Vec<RequestRecord>>,
+}
+
+/// The in-memory API server. Cheap to clone; clones share the same state.
+#[derive(Debug, Clone)]
+pub struct ApiServer {
+    inner: Arc<Shared>,
+}
+
+impl ApiServer {
+    /// An empty server at resourceVersion 1.
+    pub fn new(config: ApiServerConfig) -> Self {
+        let resources = Resources::new(config.endpointslice_version);
+        let store = Store::new(resources, config.history);
+        ApiServer {
+            inner: Arc::new(Shared {
+                config,
+                store,
+                disconnect: tokio::sync::watch::channel(0).0,
+                watches: Arc::default(),
+                requests: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Bind `addr` (tests pass 127.0.0.1:0) and serve HTTP/1.1 and h2c in a
+    /// spawned task until the handle is dropped or shut down.
+    pub async fn serve(&self, addr: SocketAddr) -> std::io::Result<ServerHandle> {
+        serve::serve(Arc::clone(&self.inner), addr).await
+    }
+
+    /// Create or replace `obj` (resource from its apiVersion and kind, namespace
+    /// `default` if unset), exactly as an HTTP write: a new resourceVersion and
+    /// a watch event, none if nothing changed. Returns the stored object.
+    ///
+    /// # Panics
+    ///
+    /// If the object is not of a served kind or has no name; use
+    /// [`ApiServer::try_apply`] to get the `Status` instead.
+    pub fn apply(&self, obj: Value) -> Value {
+        match self.try_apply(obj) {
+            Ok(v) => v,
+            Err(status) => panic!("ApiServer::apply: {status}"),
+        }
+    }
+
+    /// [`ApiServer::apply`], returning the apiserver's `Status` on a bad object.
+    pub fn try_apply(&self, obj: Value) -> Result<Value, Status> {
+        let (rt, stored) = self.inner.store.apply(obj)?;
+        Ok(stored.to_typed_value(&rt))
+    }
+
+    /// Delete `name` of `resource` (plural, e.g. "endpointslices"; or
+    /// `plural.group` for `events.events.k8s.io`) in `namespace` (None for
+    /// cluster-scoped types). Returns its last state, None if absent.
+    pub fn delete(&self, resource: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let store = &self.inner.store;
+        let rt = store.resources.by_id(resource)?;
+        let ns = scoped_namespace(rt.namespaced, namespace)?;
+        store
+            .delete(rt, ns, name)
+            .ok()
+            .map(|o| o.to_typed_value(rt))
+    }
+
+    /// The current object, with kind and apiVersion, as a GET returns it.
+    pub fn get(&self, resource: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let store = &self.inner.store;
+        let rt = store.resources.by_id(resource)?;
+        let ns = scoped_namespace(rt.namespaced, namespace)?;
+        store
+            .get(rt, &key_of(rt, ns, name))
+            .map(|o| o.to_typed_value(rt))
+    }
+
+    /// Every object of `resource` in all namespaces, sorted by namespace/name,
+    /// each with kind and apiVersion. Empty for an unknown resource.
+    pub fn list(&self, resource: &str) -> Vec<Value> {
+        let store = &self.inner.store;
+        let Some(rt) = store.resources.by_id(resource) else {
+            return Vec::new();
+        };
+        let objs = store.read(|s| s.objects[rt.idx].values().cloned().collect::<Vec<_>>());
+        objs.iter().map(|o| o.to_typed_value(rt)).collect()
+    }
+
+    /// The last resourceVersion handed out (what a LIST reports).
+    pub fn resource_version(&self) -> u64 {
+        self.inner.store.rv()
+    }
+
+    /// Forget all watch history: a watch from any older resourceVersion gets
+    /// 410 Expired (simulates etcd compaction).
+    pub fn compact(&self) {
+        self.inner.store.compact();
+    }
+
+    /// End every open watch stream now (simulates a dropped connection);
+    /// clients re-watch.
+    pub fn disconnect_watches(&self) {
+        self.inner
+            .disconnect
+            .send_modify(|generation| *generation += 1);
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.inner.requests.lock().clone()
+    }
+
+    /// Number of watch streams currently open, per resource (e.g.
+    /// "services" -> 1); resources without open watches are absent.
+    pub fn open_watches(&self) -> BTreeMap<String, usize> {
+        self.inner.watches.snapshot()
+    }
+}
+
+/// The namespace argument of a namespaced / cluster-scoped lookup.
+fn scoped_namespace(namespaced: bool, namespace: Option<&str>) -> Option<&str> {
+    if namespaced {
+        namespace
+    } else {
+        Some("")
+    }
+}

@@ -1,0 +1,271 @@
+//! The resources this server serves: one table, used by routing, discovery,
+//! the store and `apply` alike (one generic handler, never a copy per kind).
+
+/// One served resource type, e.g. `services` in core `v1`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ResourceType {
+    /// Storage and API name, plural lower case: `services`.
+    pub plural: &'static str,
+    /// `singularName` in discovery: `service`.
+    pub singular: &'static str,
+    /// `Service`.
+    pub kind: &'static str,
+    /// API group, empty for core.
+    pub group: &'static str,
+    /// Served version: `v1`, or the configured EndpointSlice version.
+    pub version: &'static str,
+    /// Whether objects live in a namespace.
+    pub namespaced: bool,
+    /// kubectl short names: `svc`.
+    pub short_names: &'static [&'static str],
+    /// Whether the type has a `/status` subresource.
+    pub has_status: bool,
+    /// The `apiVersion` of objects of this type: `v1`, `discovery.k8s.io/v1`.
+    pub api_version: String,
+    /// Key used in the store, `open_watches()` and the in-process API: the plural
+    /// for core types and EndpointSlices, `plural.group` where the plural alone is
+    /// ambiguous (`events.events.k8s.io`).
+    pub id: String,
+    /// Position in [`Resources`], used to index per-type storage.
+    pub idx: usize,
+}
+
+/// Verbs listed in discovery for every resource.
+pub(crate) const VERBS: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
+
+/// `discovery.k8s.io`.
+pub(crate) const DISCOVERY_GROUP: &str = "discovery.k8s.io";
+/// `events.k8s.io`.
+pub(crate) const EVENTS_GROUP: &str = "events.k8s.io";
+
+impl ResourceType {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        plural: &'static str,
+        singular: &'static str,
+        kind: &'static str,
+        group: &'static str,
+        version: &'static str,
+        namespaced: bool,
+        short_names: &'static [&'static str],
+        has_status: bool,
+    ) -> Self {
+        let api_version = if group.is_empty() {
+            version.to_owned()
+        } else {
+            format!("{group}/{version}")
+        };
+        // Core `events` and `events.k8s.io` events share a plural; the grouped
+        // one gets the qualified id so the in-process API can tell them apart.
+        let id = if group == EVENTS_GROUP {
+            format!("{plural}.{group}")
+        } else {
+            plural.to_owned()
+        };
+        ResourceType {
+            plural,
+            singular,
+            kind,
+            group,
+            version,
+            namespaced,
+            short_names,
+            has_status,
+            api_version,
+            id,
+            idx: 0,
+        }
+    }
+
+    /// `ServiceList`.
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+}
+
+/// Every served resource, in discovery order.
+#[derive(Debug, Clone)]
+pub(crate) struct Resources {
+    all: Vec<ResourceType>,
+}
+
+impl Resources {
+    /// The table for a server that serves EndpointSlices at `endpointslice_version`.
+    pub fn new(endpointslice_version: &'static str) -> Self {
+        let r = ResourceType::new;
+        let mut all = vec![
+            r(
+                "configmaps",
+                "configmap",
+                "ConfigMap",
+                "",
+                "v1",
+                true,
+                &["cm"],
+                false,
+            ),
+            r(
+                "endpoints",
+                "endpoints",
+                "Endpoints",
+                "",
+                "v1",
+                true,
+                &["ep"],
+                false,
+            ),
+            r("events", "event", "Event", "", "v1", true, &["ev"], false),
+            r(
+                "namespaces",
+                "namespace",
+                "Namespace",
+                "",
+                "v1",
+                false,
+                &["ns"],
+                true,
+            ),
+            r("nodes", "node", "Node", "", "v1", false, &["no"], true),
+            r("pods", "pod", "Pod", "", "v1", true, &["po"], true),
+            r(
+                "services",
+                "service",
+                "Service",
+                "",
+                "v1",
+                true,
+                &["svc"],
+                true,
+            ),
+            r(
+                "endpointslices",
+                "endpointslice",
+                "EndpointSlice",
+                DISCOVERY_GROUP,
+                endpointslice_version,
+                true,
+                &[],
+                false,
+            ),
+            r(
+                "events",
+                "event",
+                "Event",
+                EVENTS_GROUP,
+                "v1",
+                true,
+                &["ev"],
+                false,
+            ),
+        ];
+        for (i, r) in all.iter_mut().enumerate() {
+            r.idx = i;
+        }
+        Resources { all }
+    }
+
+    /// Number of resource types.
+    pub fn len(&self) -> usize {
+        self.all.len()
+    }
+
+    /// All resource types.
+    pub fn iter(&self) -> impl Iterator<Item = &ResourceType> {
+        self.all.iter()
+    }
+
+    /// The type served at `/api/<version>/<plural>` (group empty) or
+    /// `/apis/<group>/<version>/<plural>`.
+    pub fn by_path(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceType> {
+        self.all
+            .iter()
+            .find(|r| r.group == group && r.version == version && r.plural == plural)
+    }
+
+    /// The type with this store id (`services`, `events.events.k8s.io`); a plain
+    /// plural also finds a grouped type when no core type has that plural.
+    pub fn by_id(&self, id: &str) -> Option<&ResourceType> {
+        self.all
+            .iter()
+            .find(|r| r.id == id)
+            .or_else(|| self.all.iter().find(|r| r.plural == id))
+    }
+
+    /// The type of an object with this `apiVersion` and `kind`. EndpointSlices
+    /// are found under either discovery version (the caller converts).
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<&ResourceType> {
+        let (group, _version) = split_api_version(api_version);
+        self.all.iter().find(|r| {
+            r.kind == kind
+                && r.group == group
+                && (r.api_version == api_version || r.group == DISCOVERY_GROUP)
+        })
+    }
+
+    /// Versions served for `group` (empty = core), which is at most one here.
+    pub fn versions_of(&self, group: &str) -> Vec<&'static str> {
+        let mut out: Vec<&'static str> = Vec::new();
+        for r in self.all.iter().filter(|r| r.group == group) {
+            if !out.contains(&r.version) {
+                out.push(r.version);
+            }
+        }
+        out
+    }
+
+    /// Named API groups in discovery order.
+    pub fn groups(&self) -> Vec<&'static str> {
+        let mut out: Vec<&'static str> = Vec::new();
+        for r in self.all.iter().filter(|r| !r.group.is_empty()) {
+            if !out.contains(&r.group) {
+                out.push(r.group);
+            }
+        }
+        out
+    }
+}
+
+/// `discovery.k8s.io/v1` → (`discovery.k8s.io`, `v1`); `v1` → (``, `v1`).
+pub(crate) fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookups() {
+        let r = Resources::new("v1beta1");
+        assert_eq!(
+            r.by_path("", "v1", "services").map(|r| r.kind),
+            Some("Service")
+        );
+        assert!(r.by_path(DISCOVERY_GROUP, "v1", "endpointslices").is_none());
+        let es = r
+            .by_path(DISCOVERY_GROUP, "v1beta1", "endpointslices")
+            .unwrap();
+        assert_eq!(es.api_version, "discovery.k8s.io/v1beta1");
+        assert_eq!(r.by_id("events").map(|r| r.group), Some(""));
+        assert_eq!(
+            r.by_id("events.events.k8s.io").map(|r| r.group),
+            Some(EVENTS_GROUP)
+        );
+        assert_eq!(
+            r.by_id("endpointslices").map(|r| r.group),
+            Some(DISCOVERY_GROUP)
+        );
+        assert!(r.by_kind("discovery.k8s.io/v1", "EndpointSlice").is_some());
+        assert_eq!(
+            r.by_kind("events.k8s.io/v1", "Event")
+                .map(|r| r.id.as_str()),
+            Some("events.events.k8s.io")
+        );
+        assert_eq!(r.groups(), vec![DISCOVERY_GROUP, EVENTS_GROUP]);
+    }
+}

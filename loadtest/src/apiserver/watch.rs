@@ -1,0 +1,310 @@
+//! WATCH: newline-delimited JSON events, as kube-apiserver 1.20 streams them.
+//!
+//! Lag policy: live events arrive through a bounded broadcast channel per
+//! resource type; writers never wait. A watcher that falls more than the
+//! channel's capacity behind has its stream ended (as kube-apiserver closes
+//! unresponsive watchers); the client re-watches from the last resourceVersion
+//! it saw, which the history replays, or gets `410` and relists.
+
+use std::convert::Infallible;
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apimachinery::Status;
+use bytes::Bytes;
+use futures::StreamExt as _;
+use http_body_util::{BodyExt as _, StreamBody};
+use hyper::body::Frame;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+
+use super::filter::Filter;
+use super::object::{encode_typed, random_u64, Obj};
+use super::query::{ListOptions, ReadAt};
+use super::resource::ResourceType;
+use super::store::{encode_frame, Event, EventType, WatchGuard};
+use super::{Body, Shared};
+
+/// Encode a BOOKMARK frame at `rv`.
+fn bookmark_frame(rt: &ResourceType, rv: u64) -> Bytes {
+    let mut out = Vec::with_capacity(160);
+    out.extend_from_slice(b"{\"type\":\"BOOKMARK\",\"object\":");
+    let meta =
+        format!("{{\"metadata\":{{\"resourceVersion\":\"{rv}\",\"creationTimestamp\":null}}}}");
+    encode_typed(rt.kind, &rt.api_version, meta.as_bytes(), &mut out);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+/// Encode an ERROR frame carrying `status`.
+fn error_frame(status: &Status) -> Bytes {
+    let mut out = b"{\"type\":\"ERROR\",\"object\":".to_vec();
+    let mut json = status.to_json();
+    json.pop(); // the trailing newline
+    out.extend_from_slice(&json);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+/// The frame `filter`'s view of `ev` produces, if any. With selectors, an
+/// object that stops matching is DELETED (old content, new resourceVersion)
+/// and one that starts matching is ADDED (reference §5).
+fn frame_for(rt: &ResourceType, filter: &Filter, ev: &Event) -> Option<Bytes> {
+    if let Some(ns) = &filter.namespace {
+        if &ev.object.namespace != ns {
+            return None;
+        }
+    }
+    if !filter.has_selectors() {
+        return Some(ev.frame.clone());
+    }
+    let now = filter.matches(&ev.object);
+    let before = ev.prev.as_deref().is_some_and(|p| filter.matches(p));
+    match (ev.ty, before, now) {
+        (EventType::Added, _, true)
+        | (EventType::Deleted, _, true)
+        | (EventType::Modified, true, true) => Some(ev.frame.clone()),
+        (EventType::Modified, false, true) => Some(encode_frame("ADDED", rt, &ev.object)),
+        (EventType::Modified, true, false) => ev
+            .prev
+            .as_deref()
+            .map(|p| encode_frame("DELETED", rt, &p.at_rv(ev.rv))),
+        _ => None,
+    }
+}
+
+/// One open watch stream.
+struct Watcher {
+    shared: Arc<Shared>,
+    rt: ResourceType,
+    filter: Filter,
+    phase: Phase,
+    rx: broadcast::Receiver<Arc<Event>>,
+    deadline: Instant,
+    bookmarks: Option<Interval>,
+    /// Live events at or below this resourceVersion are not sent (already
+    /// replayed, or older than a future start version the client asked for).
+    after: u64,
+    /// The resourceVersion the client has been told about last.
+    last_sent: u64,
+    disconnect: tokio::sync::watch::Receiver<u64>,
+    _open: WatchGuard,
+}
+
+/// Where a watch stream is.
+enum Phase {
+    /// The initial frames (synthetic ADDED, replayed history) are still to be
+    /// sent; then `Live`.
+    Initial(Bytes),
+    /// A single ERROR frame is still to be sent; then `Done`.
+    Error(Bytes),
+    /// Forward live events and bookmarks until the deadline, a disconnect,
+    /// lag, or the client going away.
+    Live,
+    /// The stream has ended.
+    Done,
+}
+
+impl Watcher {
+    /// The next chunk of the body, or `None` at the end of the stream.
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        loop {
+            match std::mem::replace(&mut self.phase, Phase::Live) {
+                Phase::Initial(b) if b.is_empty() => continue,
+                Phase::Initial(b) => return Some(b),
+                Phase::Error(b) => {
+                    self.phase = Phase::Done;
+                    return Some(b);
+                }
+                Phase::Done => {
+                    self.phase = Phase::Done;
+                    return None;
+                }
+                Phase::Live => {}
+            }
+            let bookmarks = &mut self.bookmarks;
+            let tick = async move {
+                match bookmarks {
+                    Some(i) => {
+                        i.tick().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let step = tokio::select! {
+                biased;
+                _ = self.disconnect.changed() => Step::End,
+                _ = tokio::time::sleep_until(self.deadline) => Step::End,
+                r = self.rx.recv() => match r {
+                    Ok(ev) => Step::Event(ev),
+                    // Lagged: end the stream (see the module doc); Closed: server gone.
+                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => Step::End,
+                },
+                _ = tick => Step::Bookmark,
+            };
+            match step {
+                Step::End => {
+                    self.phase = Phase::Done;
+                    return None;
+                }
+                Step::Event(ev) if ev.rv <= self.after => {}
+                Step::Event(ev) => {
+                    if let Some(frame) = frame_for(&self.rt, &self.filter, &ev) {
+                        self.last_sent = self.last_sent.max(ev.rv);
+                        return Some(frame);
+                    }
+                }
+                Step::Bookmark => {
+                    // Only when every event up to the global rv has reached this
+                    // watcher (events are published under the store lock).
+                    let rx = &self.rx;
+                    let rv = self.shared.store.read(|s| rx.is_empty().then_some(s.rv));
+                    if let Some(rv) = rv.filter(|rv| *rv > self.last_sent) {
+                        self.last_sent = rv;
+                        return Some(bookmark_frame(&self.rt, rv));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// How a watch starts, decided under the store lock.
+enum Begin {
+    /// Synthetic ADDED for these objects, then events after this version.
+    Current(Vec<Arc<Obj>>, u64),
+    /// Replay these events (all after the version asked for).
+    Replay(Vec<Arc<Event>>, u64),
+    /// The version asked for (first) is older than the history floor (second).
+    TooOld(u64, u64),
+}
+
+/// What woke a live watcher.
+enum Step {
+    End,
+    Event(Arc<Event>),
+    Bookmark,
+}
+
+/// Start a watch of `rt` through `filter`; the body streams until it ends.
+pub(crate) fn watch(
+    shared: &Arc<Shared>,
+    rt: &ResourceType,
+    filter: Filter,
+    opts: &ListOptions,
+) -> Result<Body, Status> {
+    if opts.send_initial_events {
+        return Err(Status::bad_request(
+            "sendInitialEvents is not supported by this server",
+        ));
+    }
+    let from = match opts.read_at()? {
+        ReadAt::Latest | ReadAt::Any => None,
+        ReadAt::NotOlderThan(n) | ReadAt::Exact(n) => Some(n),
+    };
+    // Under the lock only take references and subscribe (so no event falls in
+    // between); encode after releasing it.
+    let store = &shared.store;
+    let (begin, rx) = store.read(|s| {
+        let rx = store.subscribe(rt);
+        let begin = match from {
+            None => {
+                let prefix = filter.key_prefix();
+                let objs: Vec<Arc<Obj>> = s.objects[rt.idx]
+                    .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+                    .take_while(|(k, _)| k.starts_with(&prefix))
+                    .map(|(_, o)| Arc::clone(o))
+                    .collect();
+                Begin::Current(objs, s.rv)
+            }
+            Some(n) if n < s.floor => Begin::TooOld(n, s.floor),
+            Some(n) => Begin::Replay(s.events_after(rt.idx, n).cloned().collect(), n),
+        };
+        (begin, rx)
+    });
+    let (phase, after) = match begin {
+        Begin::Current(objs, rv) => {
+            let mut out = Vec::new();
+            for obj in objs.iter().filter(|o| filter.matches(o)) {
+                push_added(rt, obj, &mut out);
+            }
+            (Phase::Initial(Bytes::from(out)), rv)
+        }
+        Begin::TooOld(n, floor) => {
+            let status = Status::too_old_resource_version(n, floor);
+            (Phase::Error(error_frame(&status)), n)
+        }
+        Begin::Replay(events, n) => {
+            let mut out = Vec::new();
+            for frame in events.iter().filter_map(|ev| frame_for(rt, &filter, ev)) {
+                out.extend_from_slice(&frame);
+            }
+            // Events up to the newest replayed one have been delivered.
+            let seen = events.last().map_or(n, |ev| ev.rv.max(n));
+            (Phase::Initial(Bytes::from(out)), seen)
+        }
+    };
+    let timeout = match opts.timeout_seconds {
+        Some(secs) if secs > 0 => Duration::from_secs(secs),
+        // kube-apiserver picks a random timeout between 30 and 60 minutes.
+        _ => Duration::from_secs(1800 + random_u64() % 1800),
+    };
+    let interval = shared
+        .config
+        .bookmark_interval
+        .max(Duration::from_millis(1));
+    let bookmarks = opts.allow_bookmarks.then(|| {
+        let mut i = tokio::time::interval_at(Instant::now() + interval, interval);
+        i.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        i
+    });
+    let watcher = Watcher {
+        shared: Arc::clone(shared),
+        rt: rt.clone(),
+        filter,
+        phase,
+        rx,
+        deadline: Instant::now() + timeout,
+        bookmarks,
+        after,
+        last_sent: after,
+        disconnect: shared.disconnect.subscribe(),
+        _open: shared.watches.open(&rt.id),
+    };
+    let stream = futures::stream::unfold(watcher, |mut w| async move {
+        let chunk = w.next_chunk().await?;
+        Some((Ok::<_, Infallible>(Frame::data(chunk)), w))
+    });
+    Ok(StreamBody::new(stream.boxed()).boxed_unsync())
+}
+
+/// Append the synthetic ADDED frame of `obj`.
+fn push_added(rt: &ResourceType, obj: &Obj, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"type\":\"ADDED\",\"object\":");
+    obj.encode_typed(rt, out);
+    out.extend_from_slice(b"}\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::resource::Resources;
+    use super::*;
+
+    #[test]
+    fn frames() {
+        let r = Resources::new("v1beta1");
+        let es = r.by_id("endpointslices").unwrap();
+        assert_eq!(
+            bookmark_frame(es, 434),
+            Bytes::from_static(
+                b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"EndpointSlice\",\"apiVersion\":\"discovery.k8s.io/v1beta1\",\"metadata\":{\"resourceVersion\":\"434\",\"creationTimestamp\":null}}}\n"
+            )
+        );
+        let e = error_frame(&Status::too_old_resource_version(1, 446));
+        assert_eq!(
+            std::str::from_utf8(&e).unwrap(),
+            "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource version: 1 (446)\",\"reason\":\"Expired\",\"code\":410}}\n"
+        );
+    }
+}
