@@ -93,6 +93,8 @@ pub fn encode_body(obj: &Map<String, Value>, rv: u64) -> Encoded {
         rv_at = write_metadata(&mut out, &Map::new(), rv);
     }
     out.push(b'}');
+    // Stored for the object's lifetime: give back the growth slack.
+    out.shrink_to_fit();
     Encoded {
         bytes: Bytes::from(out),
         rv_at,

@@ -12,7 +12,7 @@ pub use event::{Event, EventType};
 pub use projector::{Projector, UpstreamEvent};
 pub use store::{Change, ResourceStore, Subscription, TooOld};
 use tokio::sync::watch;
-pub use view::View;
+pub use view::{View, ViewLabels};
 
 use crate::resource::{ApiVersion, ResourceKind};
 

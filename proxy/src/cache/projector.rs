@@ -13,7 +13,7 @@ use std::{
 };
 
 use kube::runtime::watcher;
-use serde_json::{Map, Value};
+use serde_json::{value::RawValue, Map, Value};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
@@ -27,7 +27,18 @@ use crate::{
 /// What a reflector hands the projector.
 pub type UpstreamEvent = (ResourceKind, watcher::Event<UpstreamObject>);
 
-type Upstream = BTreeMap<String, Arc<UpstreamObject>>;
+/// What the projector keeps of an upstream object between events.
+struct Stored {
+    /// The upstream resourceVersion: a relist skips objects that did not change.
+    rv: Box<str>,
+    /// The raw JSON, kept only where views are recomputed later (Endpoints and
+    /// EndpointSlices); Services and Nodes are projected once, on arrival.
+    raw: Option<Arc<RawValue>>,
+    /// For an EndpointSlice: the `ns/service` it belongs to.
+    service: Option<String>,
+}
+
+type Upstream = BTreeMap<String, Stored>;
 
 /// The cache's single writer.
 pub struct Projector {
@@ -35,7 +46,7 @@ pub struct Projector {
     local_node: String,
     next_rv: u64,
     upstream: [Upstream; 4],
-    relist: [Option<Upstream>; 4],
+    relist: [Option<BTreeMap<String, UpstreamObject>>; 4],
     upstream_synced: [bool; 4],
     services: HashMap<String, TopologyKeys>,
     nodes: NodeLabels,
@@ -79,21 +90,34 @@ impl Projector {
         let mut batch = Batch::default();
         let i = kind.index();
         match event {
-            watcher::Event::Init => self.relist[i] = Some(Upstream::new()),
+            watcher::Event::Init => self.relist[i] = Some(BTreeMap::new()),
             watcher::Event::InitApply(obj) => {
-                let buf = self.relist[i].get_or_insert_with(Upstream::new);
-                buf.insert(obj.key(), Arc::new(obj));
+                let buf = self.relist[i].get_or_insert_with(BTreeMap::new);
+                buf.insert(obj.key(), obj);
             }
             watcher::Event::InitDone => {
                 let fresh = self.relist[i].take().unwrap_or_default();
-                let (upserted, deleted) = diff(&self.upstream[i], &fresh);
-                let old = std::mem::replace(&mut self.upstream[i], fresh);
-                let deleted: Vec<_> = deleted
-                    .into_iter()
-                    .filter_map(|k| old.get(&k).cloned().map(|o| (k, o)))
+                let gone: Vec<String> = self.upstream[i]
+                    .keys()
+                    .filter(|k| !fresh.contains_key(*k))
+                    .cloned()
                     .collect();
-                info!(resource = %kind, objects = self.upstream[i].len(), changed = upserted.len() + deleted.len(), "upstream list synced");
-                self.changed(kind, &upserted, &deleted, &mut batch);
+                let deleted: Vec<(String, Stored)> = gone
+                    .into_iter()
+                    .filter_map(|k| self.upstream[i].remove(&k).map(|s| (k, s)))
+                    .collect();
+                let store = &self.upstream[i];
+                let upserted: Vec<(String, UpstreamObject)> = fresh
+                    .into_iter()
+                    .filter(|(k, o)| {
+                        store
+                            .get(k)
+                            .is_none_or(|s| o.upstream_rv().is_empty() || *s.rv != *o.upstream_rv())
+                    })
+                    .collect();
+                info!(resource = %kind, objects = store.len() + upserted.len() - upserted.iter().filter(|(k, _)| store.contains_key(k)).count(),
+                    changed = upserted.len() + deleted.len(), "upstream list synced");
+                self.changed(kind, upserted, deleted, &mut batch);
                 let first_sync = !self.upstream_synced[i];
                 self.upstream_synced[i] = true;
                 if first_sync {
@@ -101,16 +125,14 @@ impl Projector {
                 }
             }
             watcher::Event::Apply(obj) => {
-                let key = obj.key();
-                self.upstream[i].insert(key.clone(), Arc::new(obj));
-                self.changed(kind, &[key], &[], &mut batch);
+                self.changed(kind, vec![(obj.key(), obj)], Vec::new(), &mut batch)
             }
             watcher::Event::Delete(obj) => {
                 let key = obj.key();
                 let old = self.upstream[i]
                     .remove(&key)
-                    .unwrap_or_else(|| Arc::new(obj));
-                self.changed(kind, &[], &[(key, old)], &mut batch);
+                    .unwrap_or_else(|| stored(kind, &obj));
+                self.changed(kind, Vec::new(), vec![(key, old)], &mut batch);
             }
         }
         self.commit(batch);
@@ -146,39 +168,44 @@ impl Projector {
         }
     }
 
+    /// Records upserted objects and reacts to what changed.
     fn changed(
         &mut self,
         kind: ResourceKind,
-        upserted: &[String],
-        deleted: &[(String, Arc<UpstreamObject>)],
+        upserted: Vec<(String, UpstreamObject)>,
+        deleted: Vec<(String, Stored)>,
         batch: &mut Batch,
     ) {
+        let mut previous = Vec::with_capacity(upserted.len());
+        for (key, obj) in &upserted {
+            previous.push(self.upstream[kind.index()].insert(key.clone(), stored(kind, obj)));
+        }
         match kind {
-            ResourceKind::Services => self.services_changed(upserted, deleted, batch),
-            ResourceKind::Nodes => self.nodes_changed(upserted, deleted, batch),
+            ResourceKind::Services => self.services_changed(&upserted, &deleted, batch),
+            ResourceKind::Nodes => self.nodes_changed(&upserted, &deleted, batch),
             ResourceKind::Endpoints => {
-                for key in upserted.iter().chain(deleted.iter().map(|(k, _)| k)) {
+                for key in upserted
+                    .iter()
+                    .map(|(k, _)| k)
+                    .chain(deleted.iter().map(|(k, _)| k))
+                {
                     self.project_endpoints(key, batch);
                 }
             }
-            ResourceKind::EndpointSlices => self.slices_changed(upserted, deleted, batch),
+            ResourceKind::EndpointSlices => {
+                self.slices_changed(&upserted, previous, &deleted, batch)
+            }
         }
     }
 
     fn services_changed(
         &mut self,
-        upserted: &[String],
-        deleted: &[(String, Arc<UpstreamObject>)],
+        upserted: &[(String, UpstreamObject)],
+        deleted: &[(String, Stored)],
         batch: &mut Batch,
     ) {
         let mut affected = Vec::new();
-        for key in upserted {
-            let Some(obj) = self.upstream[ResourceKind::Services.index()]
-                .get(key)
-                .cloned()
-            else {
-                continue;
-            };
+        for (key, obj) in upserted {
             let keys = match TopologyKeys::from_annotations(obj.metadata.annotations.as_ref()) {
                 Ok(k) => k,
                 Err(reason) => {
@@ -193,13 +220,13 @@ impl Projector {
             if before != keys {
                 affected.push(key.clone());
             }
-            self.emit_plain(ResourceKind::Services, key, batch);
+            self.emit(ResourceKind::Services, key, Some(parse(&obj.raw)), batch);
         }
         for (key, _) in deleted {
             if self.services.remove(key).is_some() {
                 affected.push(key.clone());
             }
-            self.emit_plain(ResourceKind::Services, key, batch);
+            self.emit(ResourceKind::Services, key, None, batch);
         }
         for service in affected {
             self.project_service(&service, batch);
@@ -208,27 +235,24 @@ impl Projector {
 
     fn nodes_changed(
         &mut self,
-        upserted: &[String],
-        deleted: &[(String, Arc<UpstreamObject>)],
+        upserted: &[(String, UpstreamObject)],
+        deleted: &[(String, Stored)],
         batch: &mut Batch,
     ) {
         let mut labels_moved = false;
-        for key in upserted {
-            let labels = self.upstream[ResourceKind::Nodes.index()]
-                .get(key)
-                .and_then(|o| o.metadata.labels.clone())
-                .unwrap_or_default();
+        for (key, obj) in upserted {
+            let labels = obj.metadata.labels.clone().unwrap_or_default();
             if self.nodes.get(key) != Some(&labels) {
                 labels_moved |= self.relevant(key, self.nodes.get(key), Some(&labels));
                 self.nodes.insert(key.clone(), labels);
             }
-            self.emit_plain(ResourceKind::Nodes, key, batch);
+            self.emit(ResourceKind::Nodes, key, Some(parse(&obj.raw)), batch);
         }
         for (key, _) in deleted {
             if let Some(old) = self.nodes.remove(key) {
                 labels_moved |= self.relevant(key, Some(&old), None);
             }
-            self.emit_plain(ResourceKind::Nodes, key, batch);
+            self.emit(ResourceKind::Nodes, key, None, batch);
         }
         if labels_moved {
             debug!("node topology labels changed; recomputing filtered views");
@@ -255,18 +279,27 @@ impl Projector {
 
     fn slices_changed(
         &mut self,
-        upserted: &[String],
-        deleted: &[(String, Arc<UpstreamObject>)],
+        upserted: &[(String, UpstreamObject)],
+        previous: Vec<Option<Stored>>,
+        deleted: &[(String, Stored)],
         batch: &mut Batch,
     ) {
         let mut services = BTreeSet::new();
-        for key in upserted {
-            // A slice may move between services only by relabelling; drop the old link first.
-            for set in self.slices_by_service.values_mut() {
-                set.remove(key);
+        let unlink =
+            |links: &mut HashMap<String, BTreeSet<String>>, svc: &Option<String>, key: &str| {
+                if let Some(set) = svc.as_ref().and_then(|s| links.get_mut(s)) {
+                    set.remove(key);
+                }
+            };
+        for ((key, _), prev) in upserted.iter().zip(previous) {
+            if let Some(prev) = &prev {
+                unlink(&mut self.slices_by_service, &prev.service, key);
+                services.extend(prev.service.clone());
             }
-            let obj = &self.upstream[ResourceKind::EndpointSlices.index()][key];
-            match slice_service(obj) {
+            match self.upstream[ResourceKind::EndpointSlices.index()]
+                .get(key)
+                .and_then(|s| s.service.clone())
+            {
                 Some(svc) => {
                     self.slices_by_service
                         .entry(svc.clone())
@@ -278,12 +311,8 @@ impl Projector {
             }
         }
         for (key, old) in deleted {
-            if let Some(svc) = slice_service(old) {
-                if let Some(set) = self.slices_by_service.get_mut(&svc) {
-                    set.remove(key);
-                }
-                services.insert(svc);
-            }
+            unlink(&mut self.slices_by_service, &old.service, key);
+            services.extend(old.service.clone());
             self.emit(ResourceKind::EndpointSlices, key, None, batch);
         }
         for svc in services {
@@ -305,7 +334,10 @@ impl Projector {
             .collect();
         let mut services = BTreeSet::new();
         for key in &slices {
-            match slice_service(&self.upstream[ResourceKind::EndpointSlices.index()][key]) {
+            match self.upstream[ResourceKind::EndpointSlices.index()]
+                .get(key)
+                .and_then(|s| s.service.clone())
+            {
                 Some(svc) => {
                     services.insert(svc);
                 }
@@ -327,11 +359,14 @@ impl Projector {
         if !self.topology_ready() {
             return;
         }
-        let Some(obj) = self.upstream[ResourceKind::Endpoints.index()].get(key) else {
+        let Some(raw) = self.upstream[ResourceKind::Endpoints.index()]
+            .get(key)
+            .and_then(|s| s.raw.clone())
+        else {
             self.emit(ResourceKind::Endpoints, key, None, batch);
             return;
         };
-        let mut value = parse(obj);
+        let mut value = parse(&raw);
         if let Some(keys) = self.services.get(key) {
             let refs = topology::endpoints_refs(&value);
             let selection =
@@ -353,7 +388,7 @@ impl Projector {
         let store = &self.upstream[ResourceKind::EndpointSlices.index()];
         let mut values: Vec<(String, Value)> = slice_keys
             .iter()
-            .filter_map(|k| Some((k.clone(), parse(store.get(k)?))))
+            .filter_map(|k| Some((k.clone(), parse(store.get(k)?.raw.as_ref()?))))
             .collect();
         if let Some(keys) = self.services.get(service) {
             let refs: Vec<_> = values
@@ -377,14 +412,9 @@ impl Projector {
         }
         let value = self.upstream[ResourceKind::EndpointSlices.index()]
             .get(key)
-            .map(|o| parse(o));
+            .and_then(|s| s.raw.as_ref())
+            .map(|raw| parse(raw));
         self.emit(ResourceKind::EndpointSlices, key, value, batch);
-    }
-
-    /// Services and nodes are served as the upstream has them.
-    fn emit_plain(&mut self, kind: ResourceKind, key: &str, batch: &mut Batch) {
-        let value = self.upstream[kind.index()].get(key).map(|o| parse(o));
-        self.emit(kind, key, value, batch);
     }
 
     /// Queues the new served state of one object (None: gone) if it differs
@@ -453,28 +483,23 @@ fn pending(changes: &[Change], key: &str) -> Option<Option<Arc<View>>> {
         })
 }
 
-/// Keys added or changed (by upstream resourceVersion), and keys gone.
-fn diff(old: &Upstream, new: &Upstream) -> (Vec<String>, Vec<String>) {
-    let upserted = new
-        .iter()
-        .filter(|(k, o)| {
-            old.get(*k)
-                .is_none_or(|p| p.upstream_rv() != o.upstream_rv() || p.upstream_rv().is_empty())
-        })
-        .map(|(k, _)| k.clone())
-        .collect();
-    let deleted = old
-        .keys()
-        .filter(|k| !new.contains_key(*k))
-        .cloned()
-        .collect();
-    (upserted, deleted)
+/// What the projector keeps of `obj` (raw JSON only where views are recomputed).
+fn stored(kind: ResourceKind, obj: &UpstreamObject) -> Stored {
+    let keep_raw = matches!(kind, ResourceKind::Endpoints | ResourceKind::EndpointSlices);
+    Stored {
+        rv: obj.upstream_rv().into(),
+        raw: keep_raw.then(|| obj.raw.clone()),
+        service: (kind == ResourceKind::EndpointSlices)
+            .then(|| slice_service(obj))
+            .flatten(),
+    }
 }
 
-fn parse(obj: &UpstreamObject) -> Value {
-    serde_json::from_str(obj.raw.get()).unwrap_or_else(|_| Value::Object(Map::new()))
+fn parse(raw: &RawValue) -> Value {
+    serde_json::from_str(raw.get()).unwrap_or_else(|_| Value::Object(Map::new()))
 }
 
+/// `ns/service` of an EndpointSlice, from its `kubernetes.io/service-name` label.
 fn slice_service(obj: &UpstreamObject) -> Option<String> {
     let svc = obj.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?;
     Some(crate::object::object_key(

@@ -1,6 +1,6 @@
 //! A cached object as served: encoded once, plus what selectors need.
 
-use std::{collections::BTreeMap, sync::OnceLock};
+use std::sync::OnceLock;
 
 use apimachinery::endpointslice;
 use serde_json::{Map, Value};
@@ -21,7 +21,7 @@ pub struct View {
     /// Object name.
     pub name: String,
     /// `metadata.labels`, for label selectors.
-    pub labels: BTreeMap<String, String>,
+    pub labels: ViewLabels,
     /// `spec.unschedulable` (nodes' extra field selector).
     pub unschedulable: bool,
     /// The proxy resourceVersion this state was committed at.
@@ -42,15 +42,7 @@ impl View {
             .filter(|s| !s.is_empty())
             .map(str::to_owned);
         let name = text("name").unwrap_or_default().to_owned();
-        let labels = meta
-            .and_then(|m| m.get("labels"))
-            .and_then(Value::as_object)
-            .map(|l| {
-                l.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let labels = ViewLabels::from_json(meta.and_then(|m| m.get("labels")));
         let unschedulable = obj
             .get("spec")
             .and_then(|s| s.get("unschedulable"))
@@ -116,5 +108,33 @@ impl View {
             "spec.unschedulable" => Some(self.unschedulable.to_string()),
             _ => None,
         }
+    }
+}
+
+/// An object's labels, sorted by key in one allocation: a `BTreeMap` would
+/// cost a ~500-byte node even for one label, on every cached object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ViewLabels(Box<[(Box<str>, Box<str>)]>);
+
+impl ViewLabels {
+    /// Reads `metadata.labels` (string values only).
+    pub fn from_json(labels: Option<&Value>) -> ViewLabels {
+        let mut pairs: Vec<(Box<str>, Box<str>)> = labels
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
+            .collect();
+        pairs.sort();
+        ViewLabels(pairs.into_boxed_slice())
+    }
+}
+
+impl apimachinery::selector::Labels for ViewLabels {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.0[i].1)
     }
 }
