@@ -186,3 +186,32 @@ async fn kubectl_with_v1beta1_endpointslices() {
         .all(|i| i["apiVersion"] == "discovery.k8s.io/v1beta1"));
     let _ = std::fs::remove_dir_all(&home);
 }
+
+#[tokio::test]
+async fn kubectl_prints_server_side_tables() {
+    if !kubectl_available() {
+        return;
+    }
+    let h = start(ApiServerConfig::default()).await;
+    h.server.load(loadtest::sample::two_sites("v1"));
+    let url = h.handle.url();
+    let home = temp_home("table");
+
+    // The columns come from the server's Table; without one kubectl would
+    // print only NAME and AGE.
+    let ep = kubectl(&url, &home, &["get", "endpoints", "-A"]).await;
+    let header: Vec<&str> = ep.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAMESPACE", "NAME", "ENDPOINTS", "AGE"], "{ep}");
+    let plain = ep.lines().find(|l| l.contains("plain-echo")).unwrap();
+    assert!(plain.contains(" 10.0.0.81:8080,10.0.1.33:8080 "), "{ep}");
+
+    let nodes = kubectl(&url, &home, &["get", "nodes", "-o", "wide"]).await;
+    let header: Vec<&str> = nodes.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header[..5],
+        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+        "{nodes}"
+    );
+    assert!(header.contains(&"INTERNAL-IP"), "{nodes}");
+    let _ = std::fs::remove_dir_all(&home);
+}

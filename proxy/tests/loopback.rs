@@ -421,26 +421,63 @@ async fn versions_from_before_a_restart_get_410_never_a_wrong_replay() {
     let api = ApiServer::new(ApiServerConfig::default());
     api.load(sample::two_sites("v1"));
     let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let client = || kube::Client::try_from(kube::Config::new(upstream.url().parse().unwrap())).unwrap();
-    let first = start(client(), ProxyOptions::new("bj-1", "127.0.0.1:0".parse().unwrap())).await.unwrap();
+    let client =
+        || kube::Client::try_from(kube::Config::new(upstream.url().parse().unwrap())).unwrap();
+    let first = start(
+        client(),
+        ProxyOptions::new("bj-1", "127.0.0.1:0".parse().unwrap()),
+    )
+    .await
+    .unwrap();
     while !first.cache.is_synced() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let (_, list) = http_get(&format!("http://{}/api/v1/endpoints", first.local_addr), false).await;
-    let old_rv: u64 = list["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    let (_, list) = http_get(
+        &format!("http://{}/api/v1/endpoints", first.local_addr),
+        false,
+    )
+    .await;
+    let old_rv: u64 = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     first.shutdown().await;
 
-    let second = start(client(), ProxyOptions::new("bj-1", "127.0.0.1:0".parse().unwrap())).await.unwrap();
+    let second = start(
+        client(),
+        ProxyOptions::new("bj-1", "127.0.0.1:0".parse().unwrap()),
+    )
+    .await
+    .unwrap();
     while !second.cache.is_synced() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let url = format!("http://{}", second.local_addr);
     let (_, list) = http_get(&format!("{url}/api/v1/endpoints"), false).await;
-    let new_rv: u64 = list["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
-    assert!(new_rv > old_rv, "versions keep increasing across restarts: {old_rv} then {new_rv}");
-    let (code, frame) = http_get(&format!("{url}/api/v1/endpoints?watch=1&resourceVersion={old_rv}"), false).await;
+    let new_rv: u64 = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        new_rv > old_rv,
+        "versions keep increasing across restarts: {old_rv} then {new_rv}"
+    );
+    let (code, frame) = http_get(
+        &format!("{url}/api/v1/endpoints?watch=1&resourceVersion={old_rv}"),
+        false,
+    )
+    .await;
     assert_eq!(code, 200);
-    assert_eq!((frame["type"].as_str(), frame["object"]["code"].as_u64()), (Some("ERROR"), Some(410)));
-    let (code, _) = http_get(&format!("{url}/api/v1/endpoints?resourceVersion={old_rv}&resourceVersionMatch=Exact"), false).await;
+    assert_eq!(
+        (frame["type"].as_str(), frame["object"]["code"].as_u64()),
+        (Some("ERROR"), Some(410))
+    );
+    let (code, _) = http_get(
+        &format!("{url}/api/v1/endpoints?resourceVersion={old_rv}&resourceVersionMatch=Exact"),
+        false,
+    )
+    .await;
     assert_eq!(code, 410);
 }

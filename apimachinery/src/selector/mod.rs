@@ -5,6 +5,7 @@
 
 mod field;
 mod label;
+mod validation;
 
 pub use field::{FieldSelector, UnknownFieldWording};
 pub use label::{LabelSelector, Labels, Operator, Requirement};

@@ -1,12 +1,14 @@
 //! HTTP dispatch: route the request, run the one generic handler for its
-//! verb, and turn every error into a `Status` with its HTTP code.
+//! verb, and turn every error into a `Status` with its HTTP code. GETs are
+//! answered as plain JSON or, when the Accept header asks (kubectl), as a
+//! Table (`super::table`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use apimachinery::Status;
 use bytes::Bytes;
-use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, HOST};
+use http::header::{HeaderValue, ACCEPT, CACHE_CONTROL, CONTENT_TYPE, HOST};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full, Limited};
 use serde_json::Value;
@@ -19,6 +21,7 @@ use super::patch::PatchKind;
 use super::query::ListOptions;
 use super::resource::ResourceType;
 use super::routing::{route, Route};
+use super::table::TableRequest;
 use super::watch;
 use super::write::{not_found, UpdateMode};
 use super::{Body, RequestRecord, Shared};
@@ -94,6 +97,11 @@ where
     let query = req.uri().query().unwrap_or("").to_owned();
     let method = req.method().clone();
     let get = method == Method::GET || method == Method::HEAD;
+    let accept = req
+        .headers()
+        .get(ACCEPT)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned);
     match route {
         Route::Root if get => Ok(value_response(StatusCode::OK, &discovery::root(resources))),
         Route::Version if get => Ok(value_response(StatusCode::OK, &discovery::version())),
@@ -135,7 +143,10 @@ where
         } => {
             let rt = resource(shared, rt)?;
             match method {
-                Method::GET => collection_get(shared, &rt, namespace.as_deref(), &query, watch),
+                Method::GET => {
+                    let namespace = namespace.as_deref();
+                    collection_get(shared, &rt, namespace, &query, watch, accept.as_deref())
+                }
                 Method::POST if !watch => {
                     let Some(ns) = namespace.as_deref().or((!rt.namespaced).then_some("")) else {
                         return Err(not_allowed());
@@ -173,13 +184,17 @@ where
                         format!("{},{by_name}", opts.field_selector)
                     };
                     let namespace = rt.namespaced.then_some(ns.as_str());
-                    watch_or_list(shared, &rt, namespace, &opts)
+                    watch_or_list(shared, &rt, namespace, &opts, None)
                 }
                 Method::GET => {
                     let obj = store
                         .get(&rt, &super::store::key_of(&rt, &ns, &name))
                         .ok_or_else(|| not_found(&rt, &name))?;
-                    Ok(object_response(StatusCode::OK, &rt, &obj))
+                    let table = TableRequest::negotiate(&rt, accept.as_deref(), &query)?;
+                    Ok(match table {
+                        Some(table) => json_response(StatusCode::OK, table.object(&rt, &obj)),
+                        None => object_response(StatusCode::OK, &rt, &obj),
+                    })
                 }
                 Method::PUT => {
                     let body = read_json(req).await?;
@@ -220,24 +235,34 @@ fn resource(shared: &Shared, idx: usize) -> Result<ResourceType, Status> {
         .ok_or_else(Status::not_found_resource)
 }
 
-/// GET on a collection: LIST, or WATCH with `watch=true` or the `/watch/` prefix.
+/// GET on a collection: WATCH with `watch=true` or the `/watch/` prefix,
+/// else LIST, as a Table when `accept` asks for one.
 fn collection_get(
     shared: &Arc<Shared>,
     rt: &ResourceType,
     namespace: Option<&str>,
     query: &str,
     watch_prefix: bool,
+    accept: Option<&str>,
 ) -> Result<Response<Body>, Status> {
     let mut opts = ListOptions::parse(query)?;
     opts.watch |= watch_prefix;
-    watch_or_list(shared, rt, namespace, &opts)
+    // Watches stay JSON.
+    let table = if opts.watch {
+        None
+    } else {
+        TableRequest::negotiate(rt, accept, query)?
+    };
+    watch_or_list(shared, rt, namespace, &opts, table)
 }
 
+/// A WATCH, or a LIST encoded as `table` says (plain JSON for `None`).
 fn watch_or_list(
     shared: &Arc<Shared>,
     rt: &ResourceType,
     namespace: Option<&str>,
     opts: &ListOptions,
+    table: Option<TableRequest>,
 ) -> Result<Response<Body>, Status> {
     let filter = Filter::new(rt, namespace, &opts.label_selector, &opts.field_selector)?;
     if opts.watch {
@@ -248,7 +273,11 @@ fn watch_or_list(
         h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
         return Ok(resp);
     }
-    let body = list::list(&shared.store, rt, &filter, opts)?;
+    let page = list::list(&shared.store, rt, &filter, opts)?;
+    let body = match table {
+        Some(table) => table.list(rt, &page),
+        None => page.to_json(rt),
+    };
     Ok(json_response(StatusCode::OK, body))
 }
 

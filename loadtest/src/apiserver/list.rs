@@ -4,6 +4,9 @@
 //! (carried in the continue token), reconstructed from the event history; a
 //! token older than the history gets kube-apiserver's `410 Expired` with a
 //! fresh "inconsistent" token (`rv: -1`).
+//!
+//! A page is read once and then encoded as the list (straight into one
+//! buffer) or, for `kubectl get`, as a Table (`super::table`).
 
 use std::sync::Arc;
 
@@ -12,6 +15,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::filter::Filter;
 use super::object::{push_json_str, Obj};
@@ -145,13 +149,14 @@ fn plan(opts: &ListOptions, current: u64) -> Result<Plan, Status> {
     })
 }
 
-/// Serve a LIST of `rt` through `filter`: the whole JSON body.
+/// Read one LIST page of `rt` through `filter`; the caller encodes it as a
+/// list ([`Page::to_json`]) or a Table.
 pub(crate) fn list(
     store: &Store,
     rt: &ResourceType,
     filter: &Filter,
     opts: &ListOptions,
-) -> Result<Bytes, Status> {
+) -> Result<Page, Status> {
     let prefix = filter.key_prefix();
     let (rv, snapshot) = store.read(|s| {
         let plan = plan(opts, s.rv)?;
@@ -178,63 +183,101 @@ pub(crate) fn list(
         }
     })?;
     let (objs, limit) = snapshot;
-    Ok(encode_page(rt, filter, &prefix, rv, &objs, limit))
+    Ok(Page::pick(filter, &prefix, rv, objs, limit))
 }
 
-/// Pick the page out of `objs` and encode the list.
-fn encode_page(
-    rt: &ResourceType,
-    filter: &Filter,
-    prefix: &str,
-    rv: u64,
-    objs: &[Arc<Obj>],
-    limit: usize,
-) -> Bytes {
-    // Pick the page first, so metadata (which depends on it) and items can be
-    // written straight into one buffer.
-    let mut page: Vec<&Obj> = Vec::with_capacity(if limit > 0 { limit } else { objs.len() });
-    let mut next: Option<usize> = None;
-    for (i, obj) in objs.iter().enumerate() {
-        if !filter.matches(obj) {
-            continue;
+/// One LIST page: the matching items and the list metadata that goes with them.
+pub(crate) struct Page {
+    /// The resourceVersion the page was read at (every page of a list has the first's).
+    pub rv: u64,
+    /// The token for the next page, when there is one.
+    pub continue_token: Option<String>,
+    /// How many objects follow this page; only without selectors, as the apiserver.
+    pub remaining: Option<usize>,
+    /// The page's objects, in key order.
+    pub items: Vec<Arc<Obj>>,
+}
+
+impl Page {
+    /// Pick the page out of the snapshot `objs`: the first `limit` (0 = all)
+    /// objects `filter` matches, and the metadata that depends on them.
+    fn pick(filter: &Filter, prefix: &str, rv: u64, objs: Vec<Arc<Obj>>, limit: usize) -> Page {
+        let total = objs.len();
+        let mut items = Vec::with_capacity(if limit > 0 { limit } else { total });
+        let mut next: Option<usize> = None;
+        for (i, obj) in objs.into_iter().enumerate() {
+            if !filter.matches(&obj) {
+                continue;
+            }
+            if limit > 0 && items.len() == limit {
+                next = Some(i);
+                break;
+            }
+            items.push(obj);
         }
-        if limit > 0 && page.len() == limit {
-            next = Some(i);
-            break;
+        let mut page = Page {
+            rv,
+            continue_token: None,
+            remaining: None,
+            items,
+        };
+        if let (Some(i), Some(last)) = (next, page.items.last()) {
+            // The token resumes just after the last item sent, like etcd's key + "\0".
+            let start = format!(
+                "{}\u{0}",
+                last.key.strip_prefix(prefix).unwrap_or(&last.key)
+            );
+            page.continue_token = Some(encode_token(rv as i64, &start));
+            if !filter.has_selectors() {
+                page.remaining = Some(total - i);
+            }
         }
-        page.push(obj);
+        page
     }
-    let size: usize = page.iter().map(|o| o.json.len() + 1).sum();
-    let mut out = Vec::with_capacity(size + 512);
-    out.extend_from_slice(b"{\"kind\":");
-    push_json_str(&rt.list_kind(), &mut out);
-    out.extend_from_slice(b",\"apiVersion\":");
-    push_json_str(&rt.api_version, &mut out);
-    out.extend_from_slice(b",\"metadata\":{\"resourceVersion\":\"");
-    out.extend_from_slice(rv.to_string().as_bytes());
-    out.push(b'"');
-    if let (Some(i), Some(last)) = (next, page.last()) {
-        // The token resumes just after the last item sent, like etcd's key + "\0".
-        let start = format!(
-            "{}\u{0}",
-            last.key.strip_prefix(prefix).unwrap_or(&last.key)
-        );
-        out.extend_from_slice(b",\"continue\":");
-        push_json_str(&encode_token(rv as i64, &start), &mut out);
-        if !filter.has_selectors() {
+
+    /// The list as kube-apiserver sends it, written straight into one buffer.
+    pub fn to_json(&self, rt: &ResourceType) -> Bytes {
+        let size: usize = self.items.iter().map(|o| o.json.len() + 1).sum();
+        let mut out = Vec::with_capacity(size + 512);
+        out.extend_from_slice(b"{\"kind\":");
+        push_json_str(&rt.list_kind(), &mut out);
+        out.extend_from_slice(b",\"apiVersion\":");
+        push_json_str(&rt.api_version, &mut out);
+        out.extend_from_slice(b",\"metadata\":{\"resourceVersion\":\"");
+        out.extend_from_slice(self.rv.to_string().as_bytes());
+        out.push(b'"');
+        if let Some(token) = &self.continue_token {
+            out.extend_from_slice(b",\"continue\":");
+            push_json_str(token, &mut out);
+        }
+        if let Some(remaining) = self.remaining {
             out.extend_from_slice(b",\"remainingItemCount\":");
-            out.extend_from_slice((objs.len() - i).to_string().as_bytes());
+            out.extend_from_slice(remaining.to_string().as_bytes());
         }
-    }
-    out.extend_from_slice(b"},\"items\":[");
-    for (n, obj) in page.iter().enumerate() {
-        if n > 0 {
-            out.push(b',');
+        out.extend_from_slice(b"},\"items\":[");
+        for (n, obj) in self.items.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(&obj.json);
         }
-        out.extend_from_slice(&obj.json);
+        out.extend_from_slice(b"]}\n");
+        Bytes::from(out)
     }
-    out.extend_from_slice(b"]}\n");
-    Bytes::from(out)
+
+    /// The `ListMeta` as a value, keys in the apiserver's order (what a Table's
+    /// `metadata` is).
+    pub fn list_meta(&self) -> Value {
+        let mut meta = Map::new();
+        meta.insert("resourceVersion".into(), self.rv.to_string().into());
+        if let Some(token) = &self.continue_token {
+            meta.insert("continue".into(), token.clone().into());
+        }
+        if let Some(remaining) = self.remaining {
+            meta.insert("remainingItemCount".into(), remaining.into());
+        }
+        Value::Object(meta)
+    }
 }
 
 #[cfg(test)]

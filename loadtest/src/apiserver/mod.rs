@@ -4,7 +4,8 @@
 //! Layout: `routing` maps paths to resources, `handler` runs one generic
 //! handler per verb, `store` is the etcd stand-in (global resourceVersion,
 //! event history), `list`/`watch` serve reads, `write`/`patch` writes,
-//! `filter` selectors, `discovery` the discovery documents, `serve` sockets.
+//! `filter` selectors, `table` kubectl's server-side Tables, `discovery` the
+//! discovery documents, `serve` sockets.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -28,6 +29,7 @@ mod resource;
 mod routing;
 mod serve;
 mod store;
+mod table;
 mod watch;
 mod write;
 
