@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# A Kubernetes 1.20 control plane on loopback for the end-to-end suite:
+# etcd, kube-apiserver (TLS, RBAC, service-account keys), controller-manager
+# and scheduler. No kubelets: sample.sh registers nodes as API objects and
+# plays kubelet for pod status.
+#
+#   cluster.sh up        start everything, wait until it serves (bounded)
+#   cluster.sh down      stop what `up` started (by PID) and remove the run folder
+#   cluster.sh env       print `export ...` lines for scenarios (eval them)
+#   cluster.sh cert NAME SUBJECT [SAN]   mint $RUN/pki/NAME.{crt,key} from the CA
+#   cluster.sh kubeconfig NAME [SERVER]  write $RUN/NAME.kubeconfig for that cert
+#
+# Binaries come from install.sh's cache; everything else lives in $RUN.
+set -euo pipefail
+
+RUN=${SITEGRID_E2E_RUN:-/tmp/sitegrid-e2e}
+BIN=${SITEGRID_K8S_CACHE:-$HOME/.cache/sitegrid/k8s-1.20.2}/bin
+ETCD=${SITEGRID_ETCD:-etcd}
+WAIT=${SITEGRID_E2E_WAIT:-60}      # seconds, for every wait in this script
+# Extra feature gates for apiserver and controller-manager, e.g.
+# EndpointSliceNodeName=true (alpha in 1.20) to get v1beta1 `nodeName`.
+FEATURE_GATES=${SITEGRID_E2E_FEATURE_GATES:-}
+
+APISERVER=https://127.0.0.1:6443
+SERVICE_CIDR=10.96.0.0/16
+# The apiserver refuses a loopback address for the `default/kubernetes`
+# endpoints; 192.0.2.1 (TEST-NET-1) is never connected to.
+ADVERTISE=192.0.2.1
+PORTS=(2379 2380 6443 10257 10259)
+
+PKI=$RUN/pki
+LOGS=$RUN/logs
+PIDS=$RUN/pids
+
+log() { printf 'cluster: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# --- certificates -----------------------------------------------------------
+
+make_ca() {
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=sitegrid-e2e-ca \
+        -addext basicConstraints=critical,CA:TRUE \
+        -addext keyUsage=critical,keyCertSign,cRLSign \
+        -keyout "$PKI/ca.key" -out "$PKI/ca.crt" 2>/dev/null
+}
+
+# cert NAME SUBJECT [SAN]: a leaf signed by the CA; with a SAN it is a
+# serving certificate (usable as a client too), without one a client one.
+cert() {
+    local name=$1 subject=$2 san=${3:-} ext
+    ext="basicConstraints=critical,CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment"
+    if [[ -n $san ]]; then
+        ext+=$'\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName='"$san"
+    else
+        ext+=$'\nextendedKeyUsage=clientAuth'
+    fi
+    openssl req -new -newkey rsa:2048 -nodes -subj "$subject" \
+        -keyout "$PKI/$name.key" -out "$PKI/$name.csr" 2>/dev/null
+    openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" \
+        -CAcreateserial -days 30 -extfile <(printf '%s\n' "$ext") \
+        -out "$PKI/$name.crt" 2>/dev/null
+    rm -f "$PKI/$name.csr"
+}
+
+# kubeconfig NAME [SERVER]: $RUN/NAME.kubeconfig using $PKI/NAME.{crt,key},
+# with the data embedded so the file works from anywhere (e.g. a netns).
+kubeconfig() {
+    local name=$1 server=${2:-$APISERVER}
+    cat >"$RUN/$name.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: sitegrid-e2e
+  cluster:
+    server: $server
+    certificate-authority-data: $(base64 -w0 "$PKI/ca.crt")
+users:
+- name: $name
+  user:
+    client-certificate-data: $(base64 -w0 "$PKI/$name.crt")
+    client-key-data: $(base64 -w0 "$PKI/$name.key")
+contexts:
+- name: sitegrid-e2e
+  context: {cluster: sitegrid-e2e, user: $name}
+current-context: sitegrid-e2e
+EOF
+}
+
+make_pki() {
+    mkdir -p "$PKI"
+    make_ca
+    cert apiserver /CN=kube-apiserver \
+        "IP:127.0.0.1,IP:10.96.0.1,IP:$ADVERTISE,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    # The names below are the users the built-in RBAC bindings expect.
+    cert admin "/O=system:masters/CN=admin"
+    cert kube-proxy /CN=system:kube-proxy
+    cert controller-manager /CN=system:kube-controller-manager
+    cert scheduler /CN=system:kube-scheduler
+    openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+    openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+    local k
+    for k in admin kube-proxy controller-manager scheduler; do kubeconfig "$k"; done
+}
+
+# --- processes --------------------------------------------------------------
+
+# start NAME CMD...: run detached (own session, so the caller's job control
+# cannot take it down), log to $LOGS/NAME.log, remember the PID.
+start() {
+    local name=$1
+    shift
+    setsid "$@" </dev/null >"$LOGS/$name.log" 2>&1 &
+    echo $! >"$PIDS/$name.pid"
+}
+
+# running PID: the process exists and is not a zombie (a child of this shell
+# that exited stays one until the shell ends).
+running() {
+    local state
+    state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+    [[ -n $state && $state != Z ]]
+}
+
+alive() { [[ -f $PIDS/$1.pid ]] && running "$(cat "$PIDS/$1.pid")"; }
+
+# wait_for WHAT NAME CMD...: retry CMD for $WAIT seconds; fail early if the
+# process NAME died.
+wait_for() {
+    local what=$1 name=$2 deadline=$((SECONDS + WAIT))
+    shift 2
+    until "$@" >/dev/null 2>&1; do
+        alive "$name" || die "$name exited while waiting for $what"
+        ((SECONDS < deadline)) || die "timed out after ${WAIT}s waiting for $what"
+        sleep 0.5
+    done
+    log "$what: ok"
+}
+
+admin_curl() {
+    curl -fsS --max-time 5 --cacert "$PKI/ca.crt" \
+        --cert "$PKI/admin.crt" --key "$PKI/admin.key" "$APISERVER$1"
+}
+
+check_ports_free() {
+    local port
+    for port in "${PORTS[@]}"; do
+        if ss -Hltn "sport = :$port" | grep -q .; then
+            die "port $port is already in use (another cluster? try: $0 down)"
+        fi
+    done
+}
+
+# Stop every process a pid file names: TERM to all at once (each takes ~2 s
+# to exit), then KILL what is left after 10 s. The command line must mention
+# $RUN, so a recycled PID is never signalled.
+stop_all() {
+    [[ -d $PIDS ]] || return 0
+    local f pid name pids=() deadline=$((SECONDS + 10))
+    for name in scheduler controller-manager apiserver etcd; do
+        f=$PIDS/$name.pid
+        [[ -f $f ]] || continue
+        pid=$(cat "$f")
+        if running "$pid" && grep -qa -- "$RUN" "/proc/$pid/cmdline"; then
+            kill -TERM "$pid"
+            pids+=("$pid")
+            log "stopping $name ($pid)"
+        fi
+        rm -f "$f"
+    done
+    for pid in "${pids[@]}"; do
+        while running "$pid" && ((SECONDS < deadline)); do sleep 0.2; done
+        if running "$pid"; then kill -KILL "$pid"; fi
+    done
+}
+
+print_logs() {
+    local f
+    for f in "$LOGS"/*.log; do
+        [[ -f $f ]] || continue
+        printf '\n===== %s (last 30 lines) =====\n' "$f" >&2
+        tail -n 30 "$f" >&2
+    done
+}
+
+on_up_failure() {
+    local rc=$?
+    ((rc == 0)) && return 0
+    log "up failed; logs follow, processes stopped, $RUN kept for inspection"
+    print_logs
+    stop_all
+    exit "$rc"
+}
+
+up() {
+    local c
+    for c in kube-apiserver kube-controller-manager kube-scheduler; do
+        [[ -x $BIN/$c ]] || die "$BIN/$c missing: run deploy/e2e/install.sh first"
+    done
+    command -v "$ETCD" >/dev/null || die "etcd missing: run deploy/e2e/install.sh first"
+    if [[ -d $RUN ]]; then
+        local f
+        for f in "$PIDS"/*.pid; do
+            [[ -f $f ]] && running "$(cat "$f")" &&
+                die "already up ($RUN); run: $0 down"
+        done
+        rm -rf "$RUN" # leftovers of a failed run
+    fi
+    check_ports_free
+    local start_time=$SECONDS
+    mkdir -p "$LOGS" "$PIDS"
+    trap on_up_failure EXIT
+    make_pki
+    local gates=()
+    if [[ -n $FEATURE_GATES ]]; then gates=(--feature-gates="$FEATURE_GATES"); fi
+
+    start etcd "$ETCD" --name e2e --data-dir "$RUN/etcd" \
+        --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+        --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+        --initial-cluster e2e=http://127.0.0.1:2380
+    wait_for etcd etcd curl -fsS --max-time 2 http://127.0.0.1:2379/health
+
+    # Admission: the defaults minus TaintNodesByCondition, whose not-ready
+    # taint no kubelet would ever lift here.
+    start apiserver "$BIN/kube-apiserver" \
+        --bind-address=127.0.0.1 --secure-port=6443 --insecure-port=0 \
+        --advertise-address="$ADVERTISE" \
+        --etcd-servers=http://127.0.0.1:2379 \
+        --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+        --client-ca-file="$PKI/ca.crt" \
+        --service-account-key-file="$PKI/sa.pub" \
+        --service-account-signing-key-file="$PKI/sa.key" \
+        --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+        --api-audiences=https://kubernetes.default.svc.cluster.local \
+        --service-cluster-ip-range="$SERVICE_CIDR" \
+        --authorization-mode=Node,RBAC \
+        --disable-admission-plugins=TaintNodesByCondition \
+        "${gates[@]}"
+    wait_for "apiserver /readyz" apiserver admin_curl /readyz
+
+    # Their own HTTPS ports only serve /healthz here, so no delegated
+    # authentication/authorization (it would need a front-proxy CA).
+    # No kubelets report node health, so the node lifecycle controller would
+    # mark every node unreachable and evict its pods: leave it out.
+    start controller-manager "$BIN/kube-controller-manager" \
+        --kubeconfig="$RUN/controller-manager.kubeconfig" \
+        --bind-address=127.0.0.1 --secure-port=10257 --port=0 \
+        --leader-elect=false \
+        --controllers='*,-nodelifecycle' --use-service-account-credentials=true \
+        --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
+        --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+        "${gates[@]}"
+    start scheduler "$BIN/kube-scheduler" \
+        --kubeconfig="$RUN/scheduler.kubeconfig" \
+        --bind-address=127.0.0.1 --secure-port=10259 --port=0 \
+        --leader-elect=false
+    wait_for "controller-manager /healthz" controller-manager \
+        curl -fsSk --max-time 2 https://127.0.0.1:10257/healthz
+    wait_for "scheduler /healthz" scheduler curl -fsSk --max-time 2 https://127.0.0.1:10259/healthz
+    # The controllers really work once the default ServiceAccount exists.
+    wait_for "default ServiceAccount" controller-manager \
+        admin_curl /api/v1/namespaces/default/serviceaccounts/default
+
+    trap - EXIT
+    log "up in $((SECONDS - start_time)) s; logs in $LOGS"
+    env_lines
+}
+
+down() {
+    stop_all
+    rm -rf "$RUN"
+    log "down"
+}
+
+env_lines() {
+    cat <<EOF
+export SITEGRID_E2E_RUN=$RUN
+export SITEGRID_K8S_BIN=$BIN
+export KUBECONFIG=$RUN/admin.kubeconfig
+export SITEGRID_E2E_APISERVER=$APISERVER
+export SITEGRID_E2E_CA=$PKI/ca.crt
+export SITEGRID_E2E_KUBE_PROXY_KUBECONFIG=$RUN/kube-proxy.kubeconfig
+EOF
+}
+
+case ${1:-} in
+up) up ;;
+down) down ;;
+env) env_lines ;;
+cert)
+    [[ $# -ge 3 ]] || die "usage: $0 cert NAME SUBJECT [SAN]"
+    cert "$2" "$3" "${4:-}"
+    ;;
+kubeconfig)
+    [[ $# -ge 2 ]] || die "usage: $0 kubeconfig NAME [SERVER]"
+    kubeconfig "$2" "${3:-}"
+    ;;
+*) die "usage: $0 up|down|env|cert NAME SUBJECT [SAN]|kubeconfig NAME [SERVER]" ;;
+esac
