@@ -22,7 +22,12 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
 
 /// A JSON response with the apiserver's headers (`Cache-Control: no-cache, private`).
 pub fn json(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
-    let mut resp = Response::new(full(body));
+    json_body(code, full(body))
+}
+
+/// A JSON response around any body (a watch stream, say) with the apiserver's headers.
+pub fn json_body(code: StatusCode, body: Body) -> Response<Body> {
+    let mut resp = Response::new(body);
     *resp.status_mut() = code;
     let h = resp.headers_mut();
     h.insert(

@@ -12,7 +12,7 @@ use std::{sync::Arc, time::Duration};
 
 use apimachinery::{status::StatusCause, table, Status};
 use bytes::Bytes;
-use http::{header, HeaderValue, Response, StatusCode};
+use http::{Response, StatusCode};
 use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
 use serde_json::{json, Value};
@@ -92,18 +92,10 @@ pub fn watch(
             .await
             .map(|b| (Ok::<_, BoxError>(Frame::data(b)), rx))
     });
-    let mut resp = Response::new(StreamBody::new(stream).boxed_unsync());
-    *resp.status_mut() = StatusCode::OK;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache, private"),
-    );
-    Ok(resp)
+    Ok(super::response::json_body(
+        StatusCode::OK,
+        StreamBody::new(stream).boxed_unsync(),
+    ))
 }
 
 fn start_of(req: &CachedRequest) -> Result<Start, Status> {
