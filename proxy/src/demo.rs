@@ -27,9 +27,8 @@ pub async fn start_demo(
     api.load(sample::two_sites(version));
     let upstream = api.serve(args.upstream_address).await?;
     let config = kube::Config::new(upstream.url().parse()?);
-    let client = kube::Client::try_from(config)?;
     let proxy = start(
-        client,
+        config,
         ProxyOptions::new(args.hostname.clone(), args.bind_address),
     )
     .await?;

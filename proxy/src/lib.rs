@@ -18,4 +18,6 @@ pub mod resource;
 pub mod run;
 pub mod serve;
 pub mod server;
+pub mod stack;
 pub mod topology;
+pub mod upstream;

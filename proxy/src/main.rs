@@ -44,12 +44,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         None => {
             let args = &cli.proxy;
-            let client = upstream_client(args.kubeconfig.as_deref()).await?;
+            let config = upstream_config(args.kubeconfig.as_deref()).await?;
             let mut opts = ProxyOptions::new(args.node_name(), args.bind_address);
             opts.cache = args.cache_config();
             opts.serve = args.serve_settings();
             opts.max_body = args.max_body_bytes;
-            let proxy = start(client, opts).await?;
+            let proxy = start(config, opts).await?;
             shutdown_signal().await;
             proxy.shutdown().await;
             Ok(())
@@ -57,8 +57,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// The upstream client from `--kubeconfig`, else $KUBECONFIG / ~/.kube/config / in-cluster.
-async fn upstream_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+/// The upstream configuration from `--kubeconfig`, else $KUBECONFIG / ~/.kube/config / in-cluster.
+async fn upstream_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
     use anyhow::Context;
     let config = match kubeconfig {
         Some(path) => {
@@ -73,7 +73,7 @@ async fn upstream_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result
             .await
             .context("no kubeconfig: pass --kubeconfig, set $KUBECONFIG, or run in a cluster")?,
     };
-    kube::Client::try_from(config).context("cannot build the upstream client")
+    Ok(config)
 }
 
 /// Ctrl-C or SIGTERM.

@@ -1,65 +1,69 @@
 //! Passthrough: every request the cache does not serve goes to the API server
-//! with the proxy's own credentials, and the answer comes back unchanged.
+//! through the pooled upstream client, with the proxy's own credentials, and
+//! the answer streams back unchanged (status, headers, body; watches of other
+//! kinds included).
 
 use apimachinery::Status;
 use bytes::Bytes;
 use http::{header, HeaderName, Request, Response};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::{LengthLimitError, Limited};
+use tower::ServiceExt;
 use tracing::warn;
 
-use crate::serve::response::{self, Body, BoxError};
+use crate::{
+    serve::response::{self, Body, BoxError},
+    upstream::Upstream,
+};
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1) and the client's own credentials,
 /// which must not travel upstream: the proxy authenticates as itself.
-const DROPPED: [HeaderName; 7] = [
+const DROPPED: [HeaderName; 8] = [
     header::CONNECTION,
     header::HOST,
     header::TE,
     header::TRAILER,
     header::TRANSFER_ENCODING,
     header::UPGRADE,
+    header::PROXY_AUTHORIZATION,
     header::AUTHORIZATION,
 ];
 
-/// Forwards `req` through the pooled upstream client.
-pub async fn forward<B>(client: &kube::Client, req: Request<B>, max_body: usize) -> Response<Body>
+/// Forwards `req` upstream, streaming the body (at most `max_body` bytes: 413 beyond).
+pub async fn forward<B>(upstream: &Upstream, req: Request<B>, max_body: usize) -> Response<Body>
 where
-    B: http_body::Body<Data = Bytes>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max_body as u64) {
+        return too_large(max_body);
+    }
     let (mut parts, body) = req.into_parts();
-    let bytes: Bytes = match Limited::new(body, max_body).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(err) => {
-            return if err
-                .downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                response::status(&Status::request_entity_too_large(format!(
-                    "the request body is larger than the limit of {max_body} bytes"
-                )))
-            } else {
-                response::status(&Status::bad_request(format!(
-                    "reading the request body: {err}"
-                )))
-            };
-        }
-    };
     for h in DROPPED {
         parts.headers.remove(h);
     }
-    let path = parts
+    parts.uri = match parts
         .uri
         .path_and_query()
         .map(|p| p.as_str())
-        .unwrap_or("/");
-    parts.uri = match path.parse() {
+        .unwrap_or("/")
+        .parse()
+    {
         Ok(uri) => uri,
         Err(_) => return response::status(&Status::bad_request("invalid request path")),
     };
-    let upstream_req = Request::from_parts(parts, kube::client::Body::from(bytes));
-    match client.send(upstream_req).await {
-        Ok(resp) => resp.map(|b| b.map_err(|e| Box::new(e) as BoxError).boxed_unsync()),
+    // Undeclared (chunked) bodies are cut off at the limit while streaming.
+    let body = Body::new(Limited::new(body, max_body));
+    match upstream
+        .clone()
+        .oneshot(Request::from_parts(parts, body))
+        .await
+    {
+        Ok(resp) => resp.map(Body::new),
+        Err(err) if is_length_limit(&*err) => too_large(max_body),
         Err(err) => {
             warn!(error = %err, "upstream unreachable for passthrough");
             response::status(&Status::service_unavailable(
@@ -68,4 +72,22 @@ where
             ))
         }
     }
+}
+
+fn too_large(max_body: usize) -> Response<Body> {
+    response::status(&Status::request_entity_too_large(format!(
+        "the request body is larger than the limit of {max_body} bytes"
+    )))
+}
+
+/// Whether the length limit caused `err` (hyper wraps the body's error).
+fn is_length_limit(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if e.is::<LengthLimitError>() {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
 }

@@ -3,7 +3,7 @@
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use tokio::{
-    sync::{mpsc, oneshot},
+    sync::{mpsc, oneshot, watch},
     task::JoinHandle,
 };
 use tracing::{info, warn};
@@ -13,7 +13,9 @@ use crate::{
     reflector,
     resource::ApiVersion,
     serve::ServeSettings,
-    server::{self, App},
+    server::{self, Shared},
+    stack::{gateway, Limits},
+    upstream::upstream,
 };
 
 /// What a proxy needs besides its upstream client.
@@ -31,6 +33,8 @@ pub struct ProxyOptions {
     pub max_body: usize,
     /// How long open requests may finish after shutdown starts.
     pub grace: Duration,
+    /// Concurrency bounds.
+    pub limits: Limits,
 }
 
 impl ProxyOptions {
@@ -43,6 +47,7 @@ impl ProxyOptions {
             serve: ServeSettings::default(),
             max_body: 3 * 1024 * 1024,
             grace: Duration::from_secs(10),
+            limits: Limits::default(),
         }
     }
 }
@@ -85,9 +90,22 @@ impl Drop for RunningProxy {
     }
 }
 
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The listener could not be bound.
+    #[error(transparent)]
+    Listen(#[from] std::io::Error),
+    /// The kubeconfig does not make a usable client (bad certificate, token, ...).
+    #[error("invalid upstream configuration: {0}")]
+    Upstream(#[from] kube::Error),
+}
+
 /// Discovers the upstream, starts the projector and reflectors, and listens.
 /// Retries discovery until the upstream answers (the proxy may start first).
-pub async fn start(client: kube::Client, opts: ProxyOptions) -> std::io::Result<RunningProxy> {
+pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningProxy, StartError> {
+    let client = kube::Client::try_from(config.clone())?;
+    let passthrough = upstream(&config)?;
     let listener = server::bind(opts.bind_address).await?;
     let local_addr = listener.local_addr()?;
     let slice_version = discover_with_retry(&client).await;
@@ -98,18 +116,22 @@ pub async fn start(client: kube::Client, opts: ProxyOptions) -> std::io::Result<
         Projector::new(cache.clone(), opts.node_name.clone()).run(rx),
     )];
     background.extend(reflector::spawn_all(&client, slice_version, tx));
-    let app = Arc::new(App {
+    let (closing_tx, closing) = watch::channel(false);
+    let shared = Arc::new(Shared {
         cache: cache.clone(),
         settings: opts.serve,
-        upstream: Some(client),
+        upstream: Some(passthrough),
         max_body: opts.max_body,
+        closing,
     });
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(server::serve(
         listener,
-        app,
+        gateway(shared, opts.limits),
         async move {
             let _ = stopped.await;
+            // End open watches first so their clients reconnect elsewhere or later.
+            closing_tx.send_replace(true);
         },
         opts.grace,
     ));

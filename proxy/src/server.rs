@@ -1,67 +1,44 @@
 //! The listener: HTTP/1.1 and HTTP/2 (h2c prior knowledge on plain TCP) on
 //! one port, with graceful shutdown.
 
-use std::{convert::Infallible, future::Future, net::SocketAddr, sync::Arc, time::Duration};
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
-use http::{Request, Response};
+use http::Request;
 use hyper::body::Incoming;
 use hyper_util::{
     rt::{TokioExecutor, TokioIo},
     server::{conn::auto, graceful::GracefulShutdown},
 };
-use tokio::net::TcpListener;
+use tokio::{net::TcpListener, sync::watch};
+use tower::{util::Oneshot, ServiceExt};
 use tracing::{debug, info, warn};
 
 use crate::{
     cache::Cache,
-    passthrough,
-    serve::{
-        self,
-        response::Body,
-        route::{classify, Route},
-        ServeSettings,
-    },
+    serve::{response::Body, ServeSettings},
+    stack::{boxed_request, Gateway},
+    upstream::Upstream,
 };
 
-/// Everything a request needs: the cache, the settings, the upstream client.
-pub struct App {
+/// What every request may need: the cache, the settings, the upstream client.
+pub struct Shared {
     /// The served state.
     pub cache: Arc<Cache>,
     /// Handler settings.
     pub settings: ServeSettings,
     /// The pooled upstream client for passthrough (None: 404 for everything not cached).
-    pub upstream: Option<kube::Client>,
+    pub upstream: Option<Upstream>,
     /// The largest request body passthrough accepts.
     pub max_body: usize,
-}
-
-impl App {
-    /// Routes one request.
-    pub async fn handle<B>(&self, req: Request<B>) -> Response<Body>
-    where
-        B: http_body::Body<Data = bytes::Bytes>,
-        B::Error: Into<serve::response::BoxError>,
-    {
-        let route = classify(req.method(), req.uri().path(), req.uri().query());
-        debug!(method = %req.method(), uri = %req.uri(), "request");
-        match route {
-            Route::Cached(cached) => {
-                serve::handle(&self.cache, &self.settings, cached, req.headers()).await
-            }
-            Route::Invalid(status) => serve::response::status(&status),
-            Route::Passthrough => match &self.upstream {
-                Some(client) => passthrough::forward(client, req, self.max_body).await,
-                None => serve::response::status(&apimachinery::Status::not_found_resource()),
-            },
-        }
-    }
+    /// Turns true when the proxy shuts down: open watches end cleanly so clients reconnect.
+    pub closing: watch::Receiver<bool>,
 }
 
 /// Accepts connections until `shutdown` resolves, then lets open requests
 /// finish for up to `grace`.
 pub async fn serve(
     listener: TcpListener,
-    app: Arc<App>,
+    gateway: Gateway,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
@@ -79,11 +56,8 @@ pub async fn serve(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let app = app.clone();
-                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let app = app.clone();
-                    async move { Ok::<_, Infallible>(app.handle(req).await) }
-                });
+                let gateway = gateway.clone();
+                let svc = hyper::service::service_fn(move |req| dispatch(&gateway, req));
                 let conn = builder.serve_connection(TokioIo::new(stream), svc).into_owned();
                 let conn = graceful.watch(conn);
                 tokio::spawn(async move {
@@ -102,6 +76,11 @@ pub async fn serve(
     {
         warn!("grace period over; closing remaining connections");
     }
+}
+
+/// Hands one request to the stack.
+fn dispatch(gateway: &Gateway, req: Request<Incoming>) -> Oneshot<Gateway, Request<Body>> {
+    gateway.clone().oneshot(boxed_request(req))
 }
 
 /// Binds a listener, with the address in the error.

@@ -24,8 +24,7 @@ async fn env(node: &str, slice_version: &'static str) -> Env {
     });
     api.load(sample::two_sites(slice_version));
     let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let client =
-        kube::Client::try_from(kube::Config::new(upstream.url().parse().unwrap())).unwrap();
+    let client = kube::Config::new(upstream.url().parse().unwrap());
     let proxy = start(
         client,
         ProxyOptions::new(node, "127.0.0.1:0".parse().unwrap()),
@@ -421,8 +420,7 @@ async fn versions_from_before_a_restart_get_410_never_a_wrong_replay() {
     let api = ApiServer::new(ApiServerConfig::default());
     api.load(sample::two_sites("v1"));
     let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let client =
-        || kube::Client::try_from(kube::Config::new(upstream.url().parse().unwrap())).unwrap();
+    let client = || kube::Config::new(upstream.url().parse().unwrap());
     let first = start(
         client(),
         ProxyOptions::new("bj-1", "127.0.0.1:0".parse().unwrap()),

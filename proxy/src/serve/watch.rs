@@ -14,7 +14,7 @@ use apimachinery::{status::StatusCause, table, Status};
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body::Frame;
-use http_body_util::{BodyExt, StreamBody};
+use http_body_util::StreamBody;
 use serde_json::{json, Value};
 use tokio::{
     sync::{broadcast::error::RecvError, mpsc},
@@ -62,6 +62,7 @@ pub fn watch(
     req: CachedRequest,
     format: Format,
     settings: WatchSettings,
+    closing: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Response<Body>, Status> {
     let filter = Filter::parse(&req)?;
     let start = start_of(&req)?;
@@ -84,6 +85,7 @@ pub fn watch(
         sent_columns: false,
         last_rv: 0,
         deadline: Instant::now() + timeout,
+        closing,
     };
     tokio::spawn(w.run(start, settings));
 
@@ -94,7 +96,7 @@ pub fn watch(
     });
     Ok(super::response::json_body(
         StatusCode::OK,
-        StreamBody::new(stream).boxed_unsync(),
+        Body::new(StreamBody::new(stream)),
     ))
 }
 
@@ -147,6 +149,8 @@ struct Watcher {
     last_rv: u64,
     /// When the stream ends (`timeoutSeconds`).
     deadline: Instant,
+    /// True once the proxy shuts down.
+    closing: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The client went away: stop.
@@ -215,6 +219,8 @@ impl Watcher {
                     return Ok(());
                 }
                 _ = self.tx.closed() => return Err(Gone),
+                // Shutting down: end the stream cleanly, as kube-apiserver does; clients re-watch.
+                _ = closing(&mut self.closing) => return Ok(()),
             }
         }
     }
@@ -298,5 +304,12 @@ impl Watcher {
             Ok(Ok(())) => Ok(()),
             _ => Err(Gone),
         }
+    }
+}
+
+/// Resolves when the proxy starts shutting down (never, if nobody can tell it to).
+async fn closing(rx: &mut tokio::sync::watch::Receiver<bool>) {
+    if rx.wait_for(|c| *c).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }

@@ -14,8 +14,10 @@ use sitegrid_proxy::{
     object::UpstreamObject,
     resource::{ApiVersion, ResourceKind},
     serve::{response::Body, ServeSettings},
-    server::App,
+    server::Shared,
+    stack::{boxed_request, gateway, Gateway, Limits},
 };
+use tower::ServiceExt;
 
 pub fn obj(v: Value) -> UpstreamObject {
     UpstreamObject::from_json(&v.to_string()).unwrap()
@@ -151,25 +153,34 @@ pub fn two_sites(local: &str, config: CacheConfig) -> (Arc<Cache>, Projector) {
     (cache, p)
 }
 
-pub fn app(cache: Arc<Cache>, settings: ServeSettings) -> App {
-    App {
-        cache,
-        settings,
-        upstream: None,
-        max_body: 1 << 20,
-    }
+/// The proxy's whole request stack over `cache`, with no upstream (passthrough paths get 404).
+pub fn app(cache: Arc<Cache>, settings: ServeSettings) -> Gateway {
+    let (closing_tx, closing) = tokio::sync::watch::channel(false);
+    // Kept open for the test's lifetime: nobody shuts these watches down.
+    std::mem::forget(closing_tx);
+    gateway(
+        Arc::new(Shared {
+            cache,
+            settings,
+            upstream: None,
+            max_body: 1 << 20,
+            closing,
+        }),
+        Limits::default(),
+    )
 }
 
-pub async fn call(app: &App, uri: &str, accept: Option<&str>) -> Response<Body> {
+pub async fn call(app: &Gateway, uri: &str, accept: Option<&str>) -> Response<Body> {
     let mut req = Request::get(uri);
     if let Some(a) = accept {
         req = req.header("accept", a);
     }
-    app.handle(req.body(Empty::<Bytes>::new()).unwrap()).await
+    let req = boxed_request(req.body(Empty::<Bytes>::new()).unwrap());
+    app.clone().oneshot(req).await.unwrap()
 }
 
 /// Status code and JSON body of a non-streaming response.
-pub async fn get_json(app: &App, uri: &str) -> (u16, Value) {
+pub async fn get_json(app: &Gateway, uri: &str) -> (u16, Value) {
     let resp = call(app, uri, None).await;
     let code = resp.status().as_u16();
     let body = resp.into_body().collect().await.unwrap().to_bytes();
