@@ -74,9 +74,42 @@ pub struct ProxyArgs {
     /// Largest request body passed through, in bytes (larger: 413).
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Serving certificate (PEM); with --key-file the proxy serves HTTPS (HTTP/2 through ALPN). Re-read when it changes.
+    #[arg(long, requires = "key_file")]
+    pub cert_file: Option<PathBuf>,
+    /// Serving private key (PEM: PKCS#8, PKCS#1 or SEC1). Re-read when it changes.
+    #[arg(long, requires = "cert_file")]
+    pub key_file: Option<PathBuf>,
+    /// CA (PEM) that client certificates must be signed by; clients without such a certificate are refused.
+    #[arg(long, requires = "cert_file")]
+    pub ca_file: Option<PathBuf>,
+    /// Also serve /debug/cache and /debug/pprof/{profile,heap}.
+    #[arg(long)]
+    pub debug: bool,
+    /// Serve /healthz, /readyz, /metrics (and /debug/*) on this address instead of the serving port.
+    #[arg(long)]
+    pub metrics_bind_address: Option<SocketAddr>,
+    /// Concurrent cached lists/gets, and concurrent non-watch passthrough requests; more are refused with 429.
+    #[arg(long, default_value_t = 400)]
+    pub max_requests_inflight: usize,
+    /// Seconds open requests get to finish after SIGTERM (watches end at once).
+    #[arg(long, default_value_t = 10)]
+    pub shutdown_grace_seconds: u64,
     /// Log filter (tracing EnvFilter syntax, e.g. `info` or `sitegrid_proxy=debug`); RUST_LOG overrides.
     #[arg(long, default_value = "info", global = true)]
     pub log_level: String,
+    /// Log line format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 impl ProxyArgs {

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use sitegrid_proxy::{
-    config::{Cli, Command},
+    config::{Cli, Command, LogFormat},
     demo,
     run::{start, ProxyOptions},
 };
@@ -16,14 +16,27 @@ async fn main() -> ExitCode {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&cli.proxy.log_level))
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.proxy.log_format {
+        LogFormat::Json => fmt.json().init(),
+        // Colours only on a terminal; log collectors get plain lines.
+        LogFormat::Text => fmt
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("sitegrid-proxy: {err:#}");
+            // One line, whatever the causes print (YAML errors come with a code snippet).
+            let text = format!("{err:#}");
+            let line: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            eprintln!("sitegrid-proxy: {}", line.join(" "));
             ExitCode::FAILURE
         }
     }
@@ -49,6 +62,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             opts.cache = args.cache_config();
             opts.serve = args.serve_settings();
             opts.max_body = args.max_body_bytes;
+            opts.grace = std::time::Duration::from_secs(args.shutdown_grace_seconds);
+            opts.limits = sitegrid_proxy::stack::Limits {
+                cached_inflight: args.max_requests_inflight,
+                passthrough_inflight: args.max_requests_inflight,
+            };
             let proxy = start(config, opts).await?;
             shutdown_signal().await;
             proxy.shutdown().await;

@@ -1,0 +1,80 @@
+//! The binary's start-up errors: a bad flag or an unusable file exits
+//! non-zero with one clear line naming the problem.
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sitegrid-proxy"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("HOME", std::env::temp_dir().join("sitegrid-cli-test-home"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn error_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("sitegrid-proxy: "))
+        .collect()
+}
+
+#[test]
+fn an_unknown_flag_is_refused() {
+    let (code, err) = run(&["--no-such-flag"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("unexpected argument '--no-such-flag'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_kubeconfig_names_the_file() {
+    let (code, err) = run(&[
+        "--kubeconfig",
+        "/nonexistent/sitegrid.kubeconfig",
+        "--bind-address",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(code, 1);
+    let lines = error_lines(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("--kubeconfig /nonexistent/sitegrid.kubeconfig"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_invalid_kubeconfig_is_one_line() {
+    let path = std::env::temp_dir().join(format!(
+        "sitegrid-cli-bad-{}.kubeconfig",
+        std::process::id()
+    ));
+    std::fs::write(&path, "clusters: [").unwrap();
+    let (code, err) = run(&[
+        "--kubeconfig",
+        path.to_str().unwrap(),
+        "--bind-address",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(code, 1);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with(&format!("sitegrid-proxy: --kubeconfig {}", path.display())),
+        "{err}"
+    );
+}
+
+#[test]
+fn cert_and_key_go_together() {
+    let (code, err) = run(&["--cert-file", "/x.crt"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--key-file"), "{err}");
+}
