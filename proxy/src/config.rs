@@ -126,6 +126,15 @@ impl ProxyArgs {
         }
     }
 
+    /// The serving TLS files, when --cert-file and --key-file are given.
+    pub fn tls_files(&self) -> Option<crate::tls::TlsFiles> {
+        Some(crate::tls::TlsFiles {
+            cert: self.cert_file.clone()?,
+            key: self.key_file.clone()?,
+            client_ca: self.ca_file.clone(),
+        })
+    }
+
     /// Handler settings from the flags.
     pub fn serve_settings(&self) -> ServeSettings {
         ServeSettings {

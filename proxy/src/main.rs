@@ -63,6 +63,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             opts.serve = args.serve_settings();
             opts.max_body = args.max_body_bytes;
             opts.grace = std::time::Duration::from_secs(args.shutdown_grace_seconds);
+            opts.tls = args.tls_files();
+            opts.debug = args.debug;
+            opts.metrics_bind_address = args.metrics_bind_address;
             opts.limits = sitegrid_proxy::stack::Limits {
                 cached_inflight: args.max_requests_inflight,
                 passthrough_inflight: args.max_requests_inflight,

@@ -42,6 +42,9 @@ where
         return too_large(max_body);
     }
     let (mut parts, body) = req.into_parts();
+    // The downstream protocol (HTTP/2 from kube-proxy over TLS, say) says
+    // nothing about the upstream connection's: the pooled client picks its own.
+    parts.version = http::Version::default();
     for h in DROPPED {
         parts.headers.remove(h);
     }

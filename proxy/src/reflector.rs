@@ -15,9 +15,12 @@ use kube::{
 use tokio::{sync::mpsc, task::JoinHandle};
 use tracing::{debug, warn};
 
+use std::sync::Arc;
+
 use crate::{
     cache::UpstreamEvent,
     object::UpstreamObject,
+    ops::Metrics,
     resource::{ApiVersion, ResourceKind},
 };
 
@@ -63,6 +66,7 @@ pub fn spawn_all(
     client: &Client,
     slice_version: ApiVersion,
     tx: mpsc::Sender<UpstreamEvent>,
+    metrics: Arc<Metrics>,
 ) -> Vec<JoinHandle<()>> {
     ResourceKind::ALL
         .into_iter()
@@ -72,6 +76,7 @@ pub fn spawn_all(
                 kind,
                 api_resource(kind, slice_version),
                 tx.clone(),
+                metrics.clone(),
             ))
         })
         .collect()
@@ -82,6 +87,7 @@ async fn reflect(
     kind: ResourceKind,
     ar: ApiResource,
     tx: mpsc::Sender<UpstreamEvent>,
+    metrics: Arc<Metrics>,
 ) {
     let api: Api<UpstreamObject> = Api::all_with(client, &ar);
     let config = watcher::Config::default().page_size(500);
@@ -96,6 +102,7 @@ async fn reflect(
             }
             // The backoff stream retries by itself; the cache keeps serving meanwhile.
             Err(err) => {
+                metrics.upstream_error(kind.plural());
                 warn!(resource = %kind, error = %err, "upstream list/watch failed; retrying")
             }
         }

@@ -10,11 +10,14 @@ use tracing::{info, warn};
 
 use crate::{
     cache::{Cache, CacheConfig, Projector},
+    ops::{Metrics, Ops, WatcherRegistry},
     reflector,
     resource::ApiVersion,
     serve::ServeSettings,
+    serve::WatchContext,
     server::{self, Shared},
     stack::{gateway, Limits},
+    tls::{ReloadingTls, TlsError, TlsFiles},
     upstream::upstream,
 };
 
@@ -35,6 +38,12 @@ pub struct ProxyOptions {
     pub grace: Duration,
     /// Concurrency bounds.
     pub limits: Limits,
+    /// Serve HTTPS with these files (None: plain HTTP).
+    pub tls: Option<TlsFiles>,
+    /// Serve /debug/cache and /debug/pprof.
+    pub debug: bool,
+    /// Serve the operator endpoints here instead of on the serving port.
+    pub metrics_bind_address: Option<SocketAddr>,
 }
 
 impl ProxyOptions {
@@ -48,6 +57,9 @@ impl ProxyOptions {
             max_body: 3 * 1024 * 1024,
             grace: Duration::from_secs(10),
             limits: Limits::default(),
+            tls: None,
+            debug: false,
+            metrics_bind_address: None,
         }
     }
 }
@@ -99,11 +111,23 @@ pub enum StartError {
     /// The kubeconfig does not make a usable client (bad certificate, token, ...).
     #[error("invalid upstream configuration: {0}")]
     Upstream(#[from] kube::Error),
+    /// The serving certificate, key or client CA is unusable.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
+
+/// How often the serving certificate files are checked for changes.
+const TLS_RELOAD_PERIOD: Duration = Duration::from_secs(10);
 
 /// Discovers the upstream, starts the projector and reflectors, and listens.
 /// Retries discovery until the upstream answers (the proxy may start first).
 pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningProxy, StartError> {
+    let tls = opts
+        .tls
+        .clone()
+        .map(ReloadingTls::load)
+        .transpose()?
+        .map(Arc::new);
     let client = kube::Client::try_from(config.clone())?;
     let passthrough = upstream(&config)?;
     let listener = server::bind(opts.bind_address).await?;
@@ -112,17 +136,50 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
     info!(node = %opts.node_name, %local_addr, endpointslices = slice_version.as_str(), "sitegrid-proxy starting");
     let cache = Arc::new(Cache::new(opts.cache, slice_version));
     let (tx, rx) = mpsc::channel(1024);
+    let metrics = Arc::new(Metrics::new());
     let mut background = vec![tokio::spawn(
-        Projector::new(cache.clone(), opts.node_name.clone()).run(rx),
+        Projector::new(cache.clone(), opts.node_name.clone())
+            .with_metrics(metrics.clone())
+            .run(rx),
     )];
-    background.extend(reflector::spawn_all(&client, slice_version, tx));
+    background.extend(reflector::spawn_all(
+        &client,
+        slice_version,
+        tx,
+        metrics.clone(),
+    ));
+    if let Some(tls) = &tls {
+        background.push(tls.spawn_reloader(TLS_RELOAD_PERIOD));
+    }
     let (closing_tx, closing) = watch::channel(false);
+    let watchers = WatcherRegistry::new();
+    let ops = Arc::new(Ops {
+        cache: cache.clone(),
+        metrics: metrics.clone(),
+        debug: opts.debug,
+        watchers: watchers.clone(),
+    });
+    // Operator endpoints on their own port, or on the serving port.
+    let ops_here = match opts.metrics_bind_address {
+        Some(addr) => {
+            let listener = server::bind(addr).await?;
+            info!(address = %listener.local_addr()?, "operator endpoints listening");
+            background.push(tokio::spawn(server::serve_ops(listener, ops.clone())));
+            None
+        }
+        None => Some(ops),
+    };
     let shared = Arc::new(Shared {
         cache: cache.clone(),
         settings: opts.serve,
         upstream: Some(passthrough),
         max_body: opts.max_body,
-        closing,
+        watch: WatchContext {
+            closing,
+            metrics: metrics.clone(),
+            watchers: watchers.clone(),
+        },
+        ops: ops_here.clone(),
     });
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(server::serve(
@@ -134,6 +191,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
             closing_tx.send_replace(true);
         },
         opts.grace,
+        tls,
     ));
     Ok(RunningProxy {
         local_addr,

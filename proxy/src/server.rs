@@ -15,8 +15,10 @@ use tracing::{debug, info, warn};
 
 use crate::{
     cache::Cache,
-    serve::{response::Body, ServeSettings},
+    ops::{Metrics, Ops, WatcherRegistry},
+    serve::{response::Body, ServeSettings, WatchContext},
     stack::{boxed_request, Gateway},
+    tls::ReloadingTls,
     upstream::Upstream,
 };
 
@@ -30,8 +32,32 @@ pub struct Shared {
     pub upstream: Option<Upstream>,
     /// The largest request body passthrough accepts.
     pub max_body: usize,
-    /// Turns true when the proxy shuts down: open watches end cleanly so clients reconnect.
-    pub closing: watch::Receiver<bool>,
+    /// What watches listen for (shutdown) and report to (metrics, `/debug/cache`).
+    pub watch: WatchContext,
+    /// The operator endpoints, when served on this port.
+    pub ops: Option<Arc<Ops>>,
+}
+
+impl Shared {
+    /// State for tests and embedding: no upstream, no operator endpoints,
+    /// nobody ever closing.
+    pub fn detached(cache: Arc<Cache>, settings: ServeSettings, max_body: usize) -> Shared {
+        let (closing_tx, closing) = watch::channel(false);
+        // Leaked on purpose: a detached stack is never shut down.
+        std::mem::forget(closing_tx);
+        Shared {
+            cache,
+            settings,
+            upstream: None,
+            max_body,
+            watch: WatchContext {
+                closing,
+                metrics: Arc::new(Metrics::new()),
+                watchers: WatcherRegistry::new(),
+            },
+            ops: None,
+        }
+    }
 }
 
 /// Accepts connections until `shutdown` resolves, then lets open requests
@@ -41,6 +67,7 @@ pub async fn serve(
     gateway: Gateway,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
+    tls: Option<Arc<ReloadingTls>>,
 ) {
     let builder = auto::Builder::new(TokioExecutor::new());
     let graceful = GracefulShutdown::new();
@@ -58,10 +85,22 @@ pub async fn serve(
                 let _ = stream.set_nodelay(true);
                 let gateway = gateway.clone();
                 let svc = hyper::service::service_fn(move |req| dispatch(&gateway, req));
-                let conn = builder.serve_connection(TokioIo::new(stream), svc).into_owned();
-                let conn = graceful.watch(conn);
+                let builder = builder.clone();
+                let watcher = graceful.watcher();
+                // The certificate in force when the connection arrives (it is reloaded on change).
+                let acceptor = tls.as_ref().map(|t| t.acceptor());
                 tokio::spawn(async move {
-                    if let Err(err) = conn.await {
+                    let served = match acceptor {
+                        None => watcher.watch(builder.serve_connection(TokioIo::new(stream), svc).into_owned()).await,
+                        Some(acceptor) => match acceptor.accept(stream).await {
+                            Ok(tls) => watcher.watch(builder.serve_connection(TokioIo::new(tls), svc).into_owned()).await,
+                            Err(err) => {
+                                debug!(%peer, error = %err, "TLS handshake failed");
+                                return;
+                            }
+                        },
+                    };
+                    if let Err(err) = served {
                         debug!(%peer, error = %err, "connection ended with an error");
                     }
                 });
@@ -76,6 +115,30 @@ pub async fn serve(
     {
         warn!("grace period over; closing remaining connections");
     }
+}
+
+/// Serves only the operator endpoints (`--metrics-bind-address`); runs until aborted.
+pub async fn serve_ops(listener: TcpListener, ops: Arc<Ops>) {
+    let svc = tower::service_fn(move |req: Request<Body>| {
+        let ops = ops.clone();
+        async move {
+            let found = ops
+                .handle(req.method(), req.uri().path(), req.uri().query())
+                .await;
+            Ok::<_, std::convert::Infallible>(found.unwrap_or_else(|| {
+                crate::serve::response::status(&apimachinery::Status::not_found_resource())
+            }))
+        }
+    });
+    let gateway: Gateway = tower::util::BoxCloneSyncService::new(svc);
+    serve(
+        listener,
+        gateway,
+        std::future::pending(),
+        Duration::ZERO,
+        None,
+    )
+    .await;
 }
 
 /// Hands one request to the stack.

@@ -1,11 +1,16 @@
 //! The request stack, written down once. Outermost first:
 //!
 //! ```text
-//! trace → rescue → classify → steer ─┬─ cached watch         (no limit: watches honour timeoutSeconds)
-//!                                    ├─ cached list / get     (concurrency limit + load shedding)
-//!                                    ├─ passthrough stream    (watch/follow of other kinds: no limit)
-//!                                    └─ passthrough           (concurrency limit + load shedding)
+//! trace → rescue → classify → metrics → steer ─┬─ operator endpoints   (/healthz, /readyz, /metrics, /debug/*)
+//!                                              ├─ cached watch         (no limit: watches honour timeoutSeconds)
+//!                                              ├─ cached list / get    (concurrency limit + load shedding)
+//!                                              ├─ passthrough stream   (watch/follow of other kinds: no limit)
+//!                                              └─ passthrough          (concurrency limit + load shedding)
 //! ```
+//!
+//! Metrics sit after classify because their labels (verb, resource) come
+//! from the route; they still see shed (429) and failed (500) requests
+//! because they record errors before rescue turns them into responses.
 
 use std::{
     convert::Infallible,
@@ -26,6 +31,7 @@ use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
 use crate::{
+    ops::{Metrics, Ops},
     passthrough,
     serve::{
         self,
@@ -62,6 +68,7 @@ impl Default for Limits {
 
 /// Builds the stack over the shared state.
 pub fn gateway(shared: Arc<Shared>, limits: Limits) -> Gateway {
+    let metrics = shared.watch.metrics.clone();
     let steer = Steer {
         watch: cached_branch(shared.clone()),
         cached: BoxCloneSyncService::new(
@@ -72,6 +79,7 @@ pub fn gateway(shared: Arc<Shared>, limits: Limits) -> Gateway {
                 .service(cached_branch(shared.clone())),
         ),
         stream: passthrough_branch(shared.clone()),
+        ops: shared.ops.clone(),
         passthrough: BoxCloneSyncService::new(
             ServiceBuilder::new()
                 .layer(LoadShedLayer::new())
@@ -97,6 +105,11 @@ pub fn gateway(shared: Arc<Shared>, limits: Limits) -> Gateway {
                 let route = classify(req.method(), req.uri().path(), req.uri().query());
                 req.extensions_mut().insert(Arc::new(route));
                 req
+            })
+            // metrics: requests by verb, resource and code; latency of non-streaming ones.
+            .layer_fn(move |inner| Metered {
+                inner,
+                metrics: metrics.clone(),
             })
             .service(steer),
     )
@@ -166,7 +179,7 @@ fn cached_branch(shared: Arc<Shared>) -> Branch {
                         &shared.settings,
                         cached.clone(),
                         req.headers(),
-                        shared.closing.clone(),
+                        shared.watch.clone(),
                     )
                     .await
                 }
@@ -189,6 +202,95 @@ fn passthrough_branch(shared: Arc<Shared>) -> Branch {
     }))
 }
 
+/// The metrics layer's service.
+#[derive(Clone)]
+struct Metered<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+impl<S> Service<Request<Body>> for Metered<S>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = BoxError> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    type Response = Response<Body>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        let (verb, resource, streaming) = labels(&route_of(&req), req.uri());
+        let inner = self.inner.clone();
+        let metrics = self.metrics.clone();
+        Box::pin(async move {
+            let started = tokio::time::Instant::now();
+            let result = inner.oneshot(req).await;
+            let code = match &result {
+                Ok(resp) => resp.status().as_u16(),
+                Err(err) if err.is::<tower::load_shed::error::Overloaded>() => 429,
+                Err(_) => 500,
+            };
+            // A watch's "latency" is its lifetime: keep it out of the histogram.
+            metrics.request(
+                verb,
+                &resource,
+                code,
+                (!streaming).then(|| started.elapsed()),
+            );
+            result
+        })
+    }
+}
+
+/// Verb and resource labels, and whether the request streams.
+fn labels(route: &Route, uri: &http::Uri) -> (&'static str, String, bool) {
+    match route {
+        Route::Cached(c) => {
+            let verb = match c.verb {
+                Verb::List => "list",
+                Verb::Watch => "watch",
+                Verb::Get => "get",
+            };
+            (
+                verb,
+                c.served.kind.plural().to_owned(),
+                c.verb == Verb::Watch,
+            )
+        }
+        Route::Invalid(_) => ("invalid", String::new(), false),
+        Route::Passthrough if is_operator_path(uri.path()) => ("ops", String::new(), false),
+        Route::Passthrough => (
+            "passthrough",
+            resource_segment(uri.path()).to_owned(),
+            is_stream(uri.query()),
+        ),
+    }
+}
+
+/// The resource a Kubernetes API path names (`/api/v1/namespaces/x/configmaps/y` → `configmaps`).
+fn resource_segment(path: &str) -> &str {
+    let mut segs = path.trim_start_matches('/').split('/');
+    let rest: Vec<&str> = match segs.next() {
+        Some("api") => segs.skip(1).collect(),
+        Some("apis") => segs.skip(2).collect(),
+        _ => return "",
+    };
+    match rest.as_slice() {
+        ["namespaces", _, res, ..] => res,
+        [res, ..] => res,
+        [] => "",
+    }
+}
+
+/// Paths the operator endpoints own (when served on this port).
+fn is_operator_path(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/metrics") || path.starts_with("/debug/")
+}
+
 /// Picks the branch for a classified request.
 #[derive(Clone)]
 struct Steer {
@@ -196,6 +298,7 @@ struct Steer {
     cached: Branch,
     stream: Branch,
     passthrough: Branch,
+    ops: Option<Arc<Ops>>,
 }
 
 impl Service<Request<Body>> for Steer {
@@ -210,6 +313,21 @@ impl Service<Request<Body>> for Steer {
     }
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
+        if let Some(ops) = self
+            .ops
+            .clone()
+            .filter(|_| is_operator_path(req.uri().path()))
+        {
+            let fallback = self.passthrough.clone();
+            return Box::pin(async move {
+                let (method, uri) = (req.method().clone(), req.uri().clone());
+                match ops.handle(&method, uri.path(), uri.query()).await {
+                    Some(resp) => Ok(resp),
+                    // e.g. /debug/* without --debug: the API server's own paths.
+                    None => fallback.oneshot(req).await,
+                }
+            });
+        }
         let branch = match &*route_of(&req) {
             Route::Cached(c) if c.verb == Verb::Watch => self.watch.clone(),
             Route::Cached(_) | Route::Invalid(_) => self.cached.clone(),

@@ -78,3 +78,34 @@ fn cert_and_key_go_together() {
     assert_eq!(code, 2);
     assert!(err.contains("--key-file"), "{err}");
 }
+
+#[test]
+fn an_unreadable_certificate_names_the_flag_and_file() {
+    let dir = std::env::temp_dir().join(format!("sitegrid-cli-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    // A valid kubeconfig; the upstream is never reached because the certificate fails first.
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"http://127.0.0.1:9\"}}]\n\
+         contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\ncurrent-context: c\n",
+    )
+    .unwrap();
+    let (code, err) = run(&[
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--bind-address",
+        "127.0.0.1:0",
+        "--cert-file",
+        "/nonexistent/serving.crt",
+        "--key-file",
+        "/nonexistent/serving.key",
+    ]);
+    assert_eq!(code, 1);
+    let lines = error_lines(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("sitegrid-proxy: --cert-file /nonexistent/serving.crt"),
+        "{err}"
+    );
+}

@@ -224,14 +224,7 @@ async fn oversized_bodies_get_413_whether_declared_or_streamed() {
 #[tokio::test]
 async fn lists_beyond_the_concurrency_limit_are_shed_with_429() {
     let (cache, _p) = common::two_sites("bj-1", CacheConfig::default());
-    let (_tx, closing) = tokio::sync::watch::channel(false);
-    let shared = std::sync::Arc::new(Shared {
-        cache,
-        settings: ServeSettings::default(),
-        upstream: None,
-        max_body: 1024,
-        closing,
-    });
+    let shared = std::sync::Arc::new(Shared::detached(cache, ServeSettings::default(), 1024));
     // No list may run at all: every one is shed, while watches are not limited.
     let gw = gateway(
         shared,
@@ -282,4 +275,113 @@ async fn shutdown_ends_open_watches_cleanly() {
     }
     stopper.await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_endpoints_on_the_serving_port_and_on_their_own() {
+    let api = ApiServer::new(ApiServerConfig::default());
+    api.load(sample::two_sites("v1"));
+    let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let get = |url: String| {
+        let client = client.clone();
+        async move {
+            let resp = client.get(url.parse().unwrap()).await.unwrap();
+            let code = resp.status().as_u16();
+            (
+                code,
+                String::from_utf8(
+                    resp.into_body()
+                        .collect()
+                        .await
+                        .unwrap()
+                        .to_bytes()
+                        .to_vec(),
+                )
+                .unwrap(),
+            )
+        }
+    };
+    // On the serving port, with --debug.
+    let mut opts = ProxyOptions::new("bj-1", "127.0.0.1:0".parse().unwrap());
+    opts.debug = true;
+    let proxy = start(kube::Config::new(upstream.url().parse().unwrap()), opts)
+        .await
+        .unwrap();
+    let url = format!("http://{}", proxy.local_addr);
+    let mut ready = (0, String::new());
+    for _ in 0..200 {
+        ready = get(format!("{url}/readyz")).await;
+        if ready.0 == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(ready, (200, "ok".to_string()));
+    assert_eq!(get(format!("{url}/api/v1/endpoints")).await.0, 200);
+    let watch = client
+        .get(
+            format!("{url}/api/v1/services?watch=1&labelSelector=a%3Db")
+                .parse()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let (code, metrics) = get(format!("{url}/metrics")).await;
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains(
+            r#"sitegrid_proxy_requests_total{verb="list",resource="endpoints",code="200"} 1"#
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"sitegrid_proxy_watchers_open{resource="services"} 1"#),
+        "{metrics}"
+    );
+    let (code, debug) = get(format!("{url}/debug/cache")).await;
+    assert_eq!(code, 200);
+    let debug: Value = serde_json::from_str(&debug).unwrap();
+    assert!(
+        debug.to_string().contains("a=b"),
+        "the open watch and its selector are listed: {debug}"
+    );
+    drop(watch);
+    proxy.shutdown().await;
+
+    // On their own port: the serving port then passes /healthz to the API server.
+    let ops_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut opts = ProxyOptions::new("bj-1", "127.0.0.1:0".parse().unwrap());
+    opts.metrics_bind_address = Some(ops_port);
+    let proxy = start(kube::Config::new(upstream.url().parse().unwrap()), opts)
+        .await
+        .unwrap();
+    let (code, body) = get(format!("http://{ops_port}/metrics")).await;
+    assert_eq!(code, 200);
+    assert!(body.contains("sitegrid_proxy_cache_objects"), "{body}");
+    assert_eq!(
+        get(format!("http://{ops_port}/api/v1/nodes")).await.0,
+        404,
+        "only operator endpoints there"
+    );
+    let before = api
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/healthz")
+        .count();
+    assert_eq!(
+        get(format!("http://{}/healthz", proxy.local_addr)).await.0,
+        200
+    );
+    assert_eq!(
+        api.requests()
+            .iter()
+            .filter(|r| r.path == "/healthz")
+            .count(),
+        before + 1,
+        "answered by the API server"
+    );
 }

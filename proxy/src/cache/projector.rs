@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::{Cache, Change, EventType, View};
+use crate::ops::Metrics;
 use crate::{
     object::UpstreamObject,
     resource::ResourceKind,
@@ -52,6 +53,8 @@ pub struct Projector {
     nodes: NodeLabels,
     /// `ns/service` → keys of its EndpointSlices.
     slices_by_service: HashMap<String, BTreeSet<String>>,
+    /// Counts upstream events and relists.
+    metrics: Option<Arc<Metrics>>,
 }
 
 /// Changes collected while handling one upstream event.
@@ -74,7 +77,14 @@ impl Projector {
             services: HashMap::new(),
             nodes: NodeLabels::new(),
             slices_by_service: HashMap::new(),
+            metrics: None,
         }
+    }
+
+    /// Reports upstream events and relists to `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Projector {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Consumes reflector events until every sender is gone.
@@ -89,6 +99,18 @@ impl Projector {
     pub fn handle(&mut self, kind: ResourceKind, event: watcher::Event<UpstreamObject>) {
         let mut batch = Batch::default();
         let i = kind.index();
+        if let Some(m) = &self.metrics {
+            match &event {
+                watcher::Event::Apply(_)
+                | watcher::Event::Delete(_)
+                | watcher::Event::InitApply(_) => m.events_in(kind.plural(), 1),
+                // A list after the first one: the watch had to be re-established from scratch.
+                watcher::Event::Init if self.upstream_synced[i] => {
+                    m.upstream_reconnect(kind.plural())
+                }
+                _ => {}
+            }
+        }
         match event {
             watcher::Event::Init => self.relist[i] = Some(BTreeMap::new()),
             watcher::Event::InitApply(obj) => {

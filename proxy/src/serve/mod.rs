@@ -20,7 +20,7 @@ pub use list::RV_WAIT;
 use negotiate::{negotiate, Format};
 use response::Body;
 use route::{CachedRequest, Verb};
-pub use watch::WatchSettings;
+pub use watch::{WatchContext, WatchSettings};
 
 use crate::cache::Cache;
 
@@ -48,7 +48,7 @@ pub async fn handle(
     settings: &ServeSettings,
     req: CachedRequest,
     headers: &HeaderMap,
-    closing: tokio::sync::watch::Receiver<bool>,
+    ctx: WatchContext,
 ) -> Response<Body> {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let Some(format) = negotiate(accept) else {
@@ -75,7 +75,7 @@ pub async fn handle(
         .and_then(|v| v.to_str().ok());
     let pretty = req.query.pretty || response::pretty_user_agent(ua);
     let result = match req.verb {
-        Verb::Watch => watch::watch(cache.clone(), req, format, settings.watch, closing),
+        Verb::Watch => watch::watch(cache.clone(), req, format, settings.watch, ctx),
         Verb::List => match list::list(cache, &req).await {
             Ok(result) => {
                 if let (Format::Table { .. }, Err(msg)) = (format, render::include(&req)) {

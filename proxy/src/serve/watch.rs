@@ -31,6 +31,7 @@ use super::{
 use crate::{
     cache::{Cache, Event, EventType, View},
     encode::{watch_frame, watch_frame_value},
+    ops::{Metrics, WatchGuard, WatcherHandle, WatcherInfo, WatcherRegistry},
 };
 
 /// Watch timing.
@@ -48,6 +49,17 @@ impl Default for WatchSettings {
     }
 }
 
+/// What a watch listens for and reports to.
+#[derive(Clone)]
+pub struct WatchContext {
+    /// Turns true when the proxy shuts down.
+    pub closing: tokio::sync::watch::Receiver<bool>,
+    /// Watch counters.
+    pub metrics: Arc<Metrics>,
+    /// Open watches, for `/debug/cache`.
+    pub watchers: Arc<WatcherRegistry>,
+}
+
 /// Where a watch starts.
 enum Start {
     /// ADDED for every current object first.
@@ -62,7 +74,7 @@ pub fn watch(
     req: CachedRequest,
     format: Format,
     settings: WatchSettings,
-    closing: tokio::sync::watch::Receiver<bool>,
+    ctx: WatchContext,
 ) -> Result<Response<Body>, Status> {
     let filter = Filter::parse(&req)?;
     let start = start_of(&req)?;
@@ -76,6 +88,13 @@ pub fn watch(
         // Without timeoutSeconds kube-apiserver picks 30 to 60 minutes.
         .unwrap_or_else(|| Duration::from_secs(1800 + fastrand::u64(0..1800)));
     let (tx, rx) = mpsc::channel::<Bytes>(16);
+    let req_plural = req.served.kind.plural();
+    let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    let (w_namespace, w_labels, w_fields) = (
+        req.namespace.clone(),
+        nonempty(&req.query.label_selector),
+        nonempty(&req.query.field_selector),
+    );
     let w = Watcher {
         cache,
         req,
@@ -85,7 +104,15 @@ pub fn watch(
         sent_columns: false,
         last_rv: 0,
         deadline: Instant::now() + timeout,
-        closing,
+        _open: ctx.metrics.watch_opened(req_plural),
+        registered: ctx.watchers.register(WatcherInfo {
+            resource: req_plural.to_owned(),
+            namespace: w_namespace,
+            label_selector: w_labels,
+            field_selector: w_fields,
+        }),
+        metrics: ctx.metrics,
+        closing: ctx.closing,
     };
     tokio::spawn(w.run(start, settings));
 
@@ -151,6 +178,12 @@ struct Watcher {
     deadline: Instant,
     /// True once the proxy shuts down.
     closing: tokio::sync::watch::Receiver<bool>,
+    /// Counts frames and lagging ends.
+    metrics: Arc<Metrics>,
+    /// Keeps `watchers_open` up while the watch lives.
+    _open: WatchGuard,
+    /// This watch in `/debug/cache`, with its progress.
+    registered: WatcherHandle,
 }
 
 /// The client went away: stop.
@@ -181,6 +214,7 @@ impl Watcher {
             }
         };
         self.last_rv = from.unwrap_or(sub.rv);
+        self.registered.set_sent(self.last_rv);
         for view in std::mem::take(&mut sub.initial) {
             if self.filter.matches(&view) {
                 let frame = self.frame_for(EventType::Added, &view);
@@ -200,6 +234,7 @@ impl Watcher {
                 received = sub.live.recv() => match received {
                     Ok(event) => self.deliver(&event).await?,
                     Err(RecvError::Lagged(n)) => {
+                        self.metrics.watcher_lagged(self.req.served.kind.plural());
                         let status = Status::expired(format!(
                             "watch of {} fell {n} events behind and was ended; list again",
                             self.req.served.kind
@@ -231,6 +266,8 @@ impl Watcher {
         if event.rv <= self.last_rv {
             return Ok(());
         }
+        // Dealt with, even if the selectors skip it: a quiet filtered watch is not behind.
+        self.registered.set_sent(event.rv);
         let now = self.filter.matches(&event.object);
         let before = event.prev.as_ref().is_some_and(|p| self.filter.matches(p));
         let frame = match (event.event_type, before, now) {
@@ -295,13 +332,17 @@ impl Watcher {
         }
         let object = json!({"kind": served.kind.kind(), "apiVersion": served.api_version(), "metadata": metadata});
         self.last_rv = self.last_rv.max(rv);
+        self.registered.set_sent(self.last_rv);
         self.send(watch_frame_value("BOOKMARK", &object)).await
     }
 
     /// Queues a frame; a client that stops reading holds the task at most until the deadline.
     async fn send(&self, frame: Bytes) -> Result<(), Gone> {
         match tokio::time::timeout_at(self.deadline, self.tx.send(frame)).await {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(())) => {
+                self.metrics.events_out(self.req.served.kind.plural(), 1);
+                Ok(())
+            }
             _ => Err(Gone),
         }
     }

@@ -155,17 +155,8 @@ pub fn two_sites(local: &str, config: CacheConfig) -> (Arc<Cache>, Projector) {
 
 /// The proxy's whole request stack over `cache`, with no upstream (passthrough paths get 404).
 pub fn app(cache: Arc<Cache>, settings: ServeSettings) -> Gateway {
-    let (closing_tx, closing) = tokio::sync::watch::channel(false);
-    // Kept open for the test's lifetime: nobody shuts these watches down.
-    std::mem::forget(closing_tx);
     gateway(
-        Arc::new(Shared {
-            cache,
-            settings,
-            upstream: None,
-            max_body: 1 << 20,
-            closing,
-        }),
+        Arc::new(Shared::detached(cache, settings, 1 << 20)),
         Limits::default(),
     )
 }
