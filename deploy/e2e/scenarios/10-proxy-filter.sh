@@ -28,3 +28,12 @@ eventually 10 bash -c "[[ \"\$(source $(dirname "${BASH_SOURCE[0]}")/../lib.sh; 
 
 # kubectl 1.33 prints the server's table through the proxy.
 "${KUBECTL_DIR:-/usr/lib/google-cloud-sdk/bin}/kubectl.1.33" --server $BJ get endpoints servicegrid-demo-svc | grep -q '10.0.0.70:8080,10.0.1.72:8080' || fail "kubectl 1.33 table"
+
+# Passthrough over the proxy's own TLS client credentials (kube-proxy's certificate):
+# discovery, and the event kube-proxy posts at start-up (RBAC: system:node-proxier).
+kubectl --server $BJ get --raw /version | grep -q '"gitVersion": *"v1.20.2"' || fail "/version through the proxy"
+code=$(curl -s -o "$SITEGRID_E2E_LOGS/event.json" -w '%{http_code}' -X POST -H 'content-type: application/json' \
+    "$BJ/api/v1/namespaces/default/events" \
+    -d '{"apiVersion":"v1","kind":"Event","metadata":{"name":"kube-proxy-bj-1.e2e"},"involvedObject":{"kind":"Node","name":"bj-1"},"reason":"Starting","message":"Starting kube-proxy.","type":"Normal"}')
+expect "event POST through the proxy" "$code" 201
+kubectl get event kube-proxy-bj-1.e2e -o name | grep -q kube-proxy-bj-1.e2e || fail "the event is not in the API server"
