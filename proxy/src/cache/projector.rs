@@ -32,9 +32,12 @@ pub type UpstreamEvent = (ResourceKind, watcher::Event<UpstreamObject>);
 struct Stored {
     /// The upstream resourceVersion: a relist skips objects that did not change.
     rv: Box<str>,
-    /// The raw JSON, kept only where views are recomputed later (Endpoints and
-    /// EndpointSlices); Services and Nodes are projected once, on arrival.
-    raw: Option<Arc<RawValue>>,
+    /// The raw JSON, LZ4-compressed, kept only where views are recomputed
+    /// later (Endpoints and EndpointSlices); Services and Nodes are projected
+    /// once, on arrival. Compressed because it is read only when a node
+    /// moves site or a Service's topology changes, and endpoint JSON shrinks
+    /// about fourfold.
+    raw: Option<Box<[u8]>>,
     /// For an EndpointSlice: the `ns/service` it belongs to.
     service: Option<String>,
 }
@@ -388,7 +391,7 @@ impl Projector {
             self.emit(ResourceKind::Endpoints, key, None, batch);
             return;
         };
-        let mut value = parse(&raw);
+        let mut value = parse_stored(&raw);
         if let Some(keys) = self.services.get(key) {
             let refs = topology::endpoints_refs(&value);
             let selection =
@@ -410,7 +413,7 @@ impl Projector {
         let store = &self.upstream[ResourceKind::EndpointSlices.index()];
         let mut values: Vec<(String, Value)> = slice_keys
             .iter()
-            .filter_map(|k| Some((k.clone(), parse(store.get(k)?.raw.as_ref()?))))
+            .filter_map(|k| Some((k.clone(), parse_stored(store.get(k)?.raw.as_ref()?))))
             .collect();
         if let Some(keys) = self.services.get(service) {
             let refs: Vec<_> = values
@@ -435,7 +438,7 @@ impl Projector {
         let value = self.upstream[ResourceKind::EndpointSlices.index()]
             .get(key)
             .and_then(|s| s.raw.as_ref())
-            .map(|raw| parse(raw));
+            .map(|raw| parse_stored(raw));
         self.emit(ResourceKind::EndpointSlices, key, value, batch);
     }
 
@@ -510,7 +513,8 @@ fn stored(kind: ResourceKind, obj: &UpstreamObject) -> Stored {
     let keep_raw = matches!(kind, ResourceKind::Endpoints | ResourceKind::EndpointSlices);
     Stored {
         rv: obj.upstream_rv().into(),
-        raw: keep_raw.then(|| obj.raw.clone()),
+        raw: keep_raw
+            .then(|| lz4_flex::compress_prepend_size(obj.raw.get().as_bytes()).into_boxed_slice()),
         service: (kind == ResourceKind::EndpointSlices)
             .then(|| slice_service(obj))
             .flatten(),
@@ -519,6 +523,14 @@ fn stored(kind: ResourceKind, obj: &UpstreamObject) -> Stored {
 
 fn parse(raw: &RawValue) -> Value {
     serde_json::from_str(raw.get()).unwrap_or_else(|_| Value::Object(Map::new()))
+}
+
+/// Parses a stored (compressed) raw object.
+fn parse_stored(raw: &[u8]) -> Value {
+    lz4_flex::decompress_size_prepended(raw)
+        .ok()
+        .and_then(|json| serde_json::from_slice(&json).ok())
+        .unwrap_or_else(|| Value::Object(Map::new()))
 }
 
 /// `ns/service` of an EndpointSlice, from its `kubernetes.io/service-name` label.
