@@ -132,22 +132,17 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
     let passthrough = upstream(&config)?;
     let listener = server::bind(opts.bind_address).await?;
     let local_addr = listener.local_addr()?;
-    let slice_version = discover_with_retry(&client).await;
-    info!(node = %opts.node_name, %local_addr, endpointslices = slice_version.as_str(), "sitegrid-proxy starting");
-    let cache = Arc::new(Cache::new(opts.cache, slice_version));
-    let (tx, rx) = mpsc::channel(1024);
+    info!(node = %opts.node_name, %local_addr, "sitegrid-proxy starting");
+    // Serve at once: /healthz answers and /readyz says what is missing while
+    // the API server is still unreachable; cached kinds wait for their sync.
+    let cache = Arc::new(Cache::new(opts.cache, ApiVersion::V1));
     let metrics = Arc::new(Metrics::new());
-    let mut background = vec![tokio::spawn(
-        Projector::new(cache.clone(), opts.node_name.clone())
-            .with_metrics(metrics.clone())
-            .run(rx),
-    )];
-    background.extend(reflector::spawn_all(
-        &client,
-        slice_version,
-        tx,
+    let mut background = vec![tokio::spawn(sync_from_upstream(
+        client,
+        cache.clone(),
+        opts.node_name.clone(),
         metrics.clone(),
-    ));
+    ))];
     if let Some(tls) = &tls {
         background.push(tls.spawn_reloader(TLS_RELOAD_PERIOD));
     }
@@ -200,6 +195,42 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         server,
         background,
     })
+}
+
+/// Discovers the upstream, then runs the projector and one reflector per kind
+/// until aborted (which also aborts them).
+async fn sync_from_upstream(
+    client: kube::Client,
+    cache: Arc<Cache>,
+    node: String,
+    metrics: Arc<Metrics>,
+) {
+    let slice_version = discover_with_retry(&client).await;
+    cache.set_slice_version(slice_version);
+    info!(
+        endpointslices = slice_version.as_str(),
+        "upstream discovered; syncing"
+    );
+    let (tx, rx) = mpsc::channel(1024);
+    let mut tasks = vec![tokio::spawn(
+        Projector::new(cache, node)
+            .with_metrics(metrics.clone())
+            .run(rx),
+    )];
+    tasks.extend(reflector::spawn_all(&client, slice_version, tx, metrics));
+    let _abort_with_me = AbortOnDrop(tasks);
+    std::future::pending::<()>().await;
+}
+
+/// Aborts the tasks when dropped (when the task holding it is aborted).
+struct AbortOnDrop(Vec<JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
 }
 
 async fn discover_with_retry(client: &kube::Client) -> ApiVersion {

@@ -385,3 +385,57 @@ async fn operator_endpoints_on_the_serving_port_and_on_their_own() {
         "answered by the API server"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starting_while_the_api_server_is_away_serves_health_and_catches_up() {
+    let upstream_addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut opts = ProxyOptions::new("gz-1", "127.0.0.1:0".parse().unwrap());
+    opts.serve.sync_wait = Duration::from_millis(200);
+    let proxy = start(
+        kube::Config::new(format!("http://{upstream_addr}").parse().unwrap()),
+        opts,
+    )
+    .await
+    .unwrap();
+    let url = format!("http://{}", proxy.local_addr);
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let status = |path: &'static str| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            client
+                .get(format!("{url}{path}").parse().unwrap())
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(
+        status("/healthz").await,
+        200,
+        "alive without the API server"
+    );
+    assert_eq!(status("/readyz").await, 503);
+    assert_eq!(
+        status("/api/v1/endpoints").await,
+        503,
+        "no half state is served"
+    );
+    // The API server comes up: the proxy discovers it, syncs and serves.
+    let api = ApiServer::new(ApiServerConfig::default());
+    api.load(sample::two_sites("v1"));
+    let _upstream = api.serve(upstream_addr).await.unwrap();
+    let mut ready = 0;
+    for _ in 0..300 {
+        ready = status("/readyz").await;
+        if ready == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(ready, 200);
+    assert_eq!(status("/api/v1/endpoints").await, 200);
+}

@@ -77,6 +77,12 @@ impl Cache {
         &self.stores[kind.index()]
     }
 
+    /// Records which EndpointSlice version the upstream serves; called once,
+    /// after discovery and before the reflectors start.
+    pub fn set_slice_version(&self, version: ApiVersion) {
+        self.store(ResourceKind::EndpointSlices).set_native(version);
+    }
+
     /// The newest resourceVersion handed out, across resources.
     pub fn current_rv(&self) -> u64 {
         *self.rv.borrow()

@@ -452,7 +452,7 @@ impl Projector {
         };
         let change = match (value, current) {
             (Some(Value::Object(map)), current) => {
-                let view = View::new(&map, self.next_rv, store.native);
+                let view = View::new(&map, self.next_rv, store.native());
                 match current {
                     Some(cur) if cur.same_content(&view) => return,
                     Some(_) => Change {

@@ -4,7 +4,7 @@
 use std::{
     collections::{BTreeMap, VecDeque},
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU8, Ordering},
         Arc,
     },
 };
@@ -19,8 +19,9 @@ use crate::resource::{ApiVersion, ResourceKind};
 pub struct ResourceStore {
     /// Which resource this is.
     pub kind: ResourceKind,
-    /// The version objects are stored (and the upstream serves) in.
-    pub native: ApiVersion,
+    /// The version objects are stored (and the upstream serves) in; set
+    /// once discovery has run, before the first object arrives.
+    native: AtomicU8,
     state: RwLock<State>,
     live: broadcast::Sender<Arc<Event>>,
     synced: watch::Sender<bool>,
@@ -77,7 +78,7 @@ impl ResourceStore {
     ) -> Self {
         ResourceStore {
             kind,
-            native,
+            native: AtomicU8::new(native.index() as u8),
             state: RwLock::new(State {
                 objects: BTreeMap::new(),
                 log: VecDeque::with_capacity(log_capacity.min(4096)),
@@ -116,6 +117,19 @@ impl ResourceStore {
             // subscriber never misses or duplicates an event (see `subscribe`).
             let _ = self.live.send(event);
         }
+    }
+
+    /// The version objects are stored (and the upstream serves) in.
+    pub fn native(&self) -> ApiVersion {
+        match self.native.load(Ordering::Relaxed) {
+            1 => ApiVersion::V1beta1,
+            _ => ApiVersion::V1,
+        }
+    }
+
+    /// Records the upstream's version (before any object is stored).
+    pub(crate) fn set_native(&self, version: ApiVersion) {
+        self.native.store(version.index() as u8, Ordering::Relaxed);
     }
 
     /// Asks for `synced` to be set once the batch being built is committed.
