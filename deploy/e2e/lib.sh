@@ -45,3 +45,192 @@ print(" ".join(sorted(a["ip"] for s in o.get("subsets") or [] for a in s.get("ad
 
 # expect WHAT ACTUAL EXPECTED
 expect() { [[ $2 == "$3" ]] || fail "$1: got '$2', want '$3'"; }
+
+# eventually_expect SECONDS WHAT EXPECTED CMD...: retry CMD until it prints EXPECTED; fail with the last output.
+eventually_expect() {
+    local seconds=$1 what=$2 want=$3 got
+    shift 3
+    local deadline=$((SECONDS + seconds))
+    while :; do
+        got=$("$@" 2>/dev/null) || got="(failed: $*)"
+        [[ $got == "$want" ]] && return 0
+        ((SECONDS < deadline)) || fail "$what: got '$got', want '$want' after ${seconds}s"
+        sleep 0.2
+    done
+}
+
+# --- pods: this suite plays kubelet ---------------------------------------------
+
+# add_ready_pod NAME NODE IP: a pod labelled appGrid=echo bound to NODE, Running and Ready at IP (as sample.sh does).
+add_ready_pod() {
+    local name=$1 node=$2 ip=$3 now host_ip
+    now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    host_ip=$(kubectl get node "$node" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+    kubectl apply -f - >/dev/null <<POD
+apiVersion: v1
+kind: Pod
+metadata: {name: $name, namespace: default, labels: {appGrid: echo}}
+spec:
+  nodeName: $node
+  automountServiceAccountToken: false
+  containers: [{name: echo, image: "superedge/echoserver:2.2", ports: [{containerPort: 8080}]}]
+POD
+    kubectl patch pod "$name" --subresource=status --type=merge -p "$(pod_status "$host_ip" "$ip" True "$now")" >/dev/null
+}
+
+# set_pod_ready NAME True|False: flip the pod's readiness through the status subresource (what a kubelet's probe does).
+set_pod_ready() {
+    local ip host_ip
+    ip=$(kubectl get pod "$1" -o jsonpath='{.status.podIP}')
+    host_ip=$(kubectl get pod "$1" -o jsonpath='{.status.hostIP}')
+    kubectl patch pod "$1" --subresource=status --type=merge \
+        -p "$(pod_status "$host_ip" "$ip" "$2" "$(date -u +%Y-%m-%dT%H:%M:%SZ)")" >/dev/null
+}
+
+# pod_status HOST_IP POD_IP READY TIME: the status a kubelet writes for a running pod.
+pod_status() {
+    local host_ip=$1 ip=$2 ready=$3 now=$4 bool=false
+    [[ $ready == True ]] && bool=true
+    cat <<STATUS
+{"status": {"phase": "Running", "hostIP": "$host_ip", "podIP": "$ip", "podIPs": [{"ip": "$ip"}], "startTime": "$now",
+  "conditions": [{"type": "Initialized", "status": "True", "lastTransitionTime": "$now"},
+    {"type": "ContainersReady", "status": "$ready", "lastTransitionTime": "$now"},
+    {"type": "Ready", "status": "$ready", "lastTransitionTime": "$now"},
+    {"type": "PodScheduled", "status": "True", "lastTransitionTime": "$now"}],
+  "containerStatuses": [{"name": "echo", "ready": $bool, "started": true, "restartCount": 0,
+    "image": "superedge/echoserver:2.2", "imageID": "", "state": {"running": {"startedAt": "$now"}}}]}}
+STATUS
+}
+
+# delete_pod NAME: gone at once (no kubelet would confirm a graceful deletion).
+delete_pod() { kubectl delete pod "$1" --grace-period=0 --force --ignore-not-found >/dev/null 2>&1; }
+
+# --- kube-proxy in a network namespace per node ---------------------------------
+# Namespace sg-NODE has only `lo`, carrying 127.0.0.1 and the node's InternalIP.
+# kube-proxy there reaches a listener on the host's 127.0.0.1:PORT through a
+# unix-socket bridge (socat on each side), so its traffic stays on loopback.
+# run.sh deletes every sg-* namespace when the suite ends.
+
+# track_pid NS PID: stopped by stop_node NS, or by run.sh when the suite ends.
+track_pid() {
+    echo "$2" >>"$SITEGRID_E2E_LOGS/pids"
+    echo "$2" >>"$SITEGRID_E2E_RUN/netns/$1.pids"
+}
+
+# node_netns NODE: (re)create sg-NODE with lo up and NODE's InternalIP on it; prints the namespace.
+node_netns() {
+    local ns=sg-$1 ip
+    ip=$(kubectl get node "$1" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+    [[ -n $ip ]] || fail "node $1 has no InternalIP"
+    ip netns delete "$ns" 2>/dev/null || true
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip -n "$ns" addr add "$ip/32" dev lo
+    mkdir -p "$SITEGRID_E2E_RUN/netns"
+    : >"$SITEGRID_E2E_RUN/netns/$ns.pids"
+    echo "$ns"
+}
+
+# netns_bridge NS PORT: 127.0.0.1:PORT inside NS forwards to 127.0.0.1:PORT on the host.
+netns_bridge() {
+    local ns=$1 port=$2 sock=$SITEGRID_E2E_RUN/netns/$1-$2.sock
+    socat "UNIX-LISTEN:$sock,fork,unlink-early" "TCP:127.0.0.1:$port" 2>>"$SITEGRID_E2E_LOGS/socat-$ns.log" &
+    track_pid "$ns" $!
+    eventually 5 test -S "$sock" || fail "bridge socket $sock"
+    ip netns exec "$ns" socat "TCP-LISTEN:$port,bind=127.0.0.1,fork,reuseaddr" "UNIX-CONNECT:$sock" \
+        2>>"$SITEGRID_E2E_LOGS/socat-$ns.log" &
+    track_pid "$ns" $!
+    eventually 5 ip netns exec "$ns" bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" || fail "bridge $ns:$port"
+}
+
+# start_kube_proxy NODE PORT GATES [KUBECONFIG]: kube-proxy 1.20 in iptables mode for NODE in a fresh sg-NODE,
+# with --feature-gates=GATES, talking to the host's 127.0.0.1:PORT: by default a sitegrid-proxy in plain
+# HTTP (no credentials: the proxy authenticates upstream itself); KUBECONFIG must then name 127.0.0.1:PORT.
+# Returns once kube-proxy has written its first rules.
+start_kube_proxy() {
+    local node=$1 port=$2 gates=$3 kubeconfig=${4:-} ns log=$SITEGRID_E2E_LOGS/kube-proxy-$1.log
+    ns=$(node_netns "$node")
+    netns_bridge "$ns" "$port"
+    if [[ -z $kubeconfig ]]; then
+        kubeconfig=$SITEGRID_E2E_RUN/netns/$ns.kubeconfig
+        cat >"$kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters: [{name: sitegrid-proxy, cluster: {server: "http://127.0.0.1:$port"}}]
+users: [{name: kube-proxy, user: {}}]
+contexts: [{name: sitegrid-proxy, context: {cluster: sitegrid-proxy, user: kube-proxy}}]
+current-context: sitegrid-proxy
+KC
+    fi
+    echo "==== $(date -u +%T) kube-proxy $node --feature-gates=$gates via 127.0.0.1:$port" >>"$log"
+    # No kubelet and no conntrack tuning: leave the namespace's conntrack limits and timeouts
+    # as they are; health and metrics only on the namespace's loopback.
+    ip netns exec "$ns" "$SITEGRID_K8S_BIN/kube-proxy" --kubeconfig="$kubeconfig" \
+        --hostname-override="$node" --proxy-mode=iptables --cluster-cidr=10.0.0.0/16 \
+        --feature-gates="$gates" --oom-score-adj=0 \
+        --conntrack-max-per-core=0 --conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0 \
+        --healthz-bind-address=127.0.0.1:10256 --metrics-bind-address=127.0.0.1:10249 \
+        >>"$log" 2>&1 &
+    track_pid "$ns" $!
+    # The first sync writes the rules of default/kubernetes.
+    eventually 30 dnat_synced "$ns" || fail "kube-proxy for $node wrote no rules (see $log)"
+}
+
+dnat_synced() { ip netns exec "$1" iptables-save -t nat | grep -q -- '-A KUBE-SERVICES .*default/kubernetes'; }
+
+# dnat_targets NS SERVICE: the sorted `--to-destination`s of the DNAT rules kube-proxy wrote in NS for
+# default/SERVICE (any port), space-separated.
+dnat_targets() {
+    ip netns exec "$1" iptables-save -t nat \
+        | awk -v svc="default/$2" '/ -j DNAT / {
+            c = ""; d = ""
+            for (i = 1; i < NF; i++) {
+                if ($i == "--comment") c = $(i + 1)
+                if ($i == "--to-destination") d = $(i + 1)
+            }
+            gsub(/"/, "", c); sub(/:[^:]*$/, "", c) # "default/svc:port-name" when the port is named
+            if (c == svc) print d
+          }' \
+        | sort -u | paste -sd' '
+}
+
+# stop_node NODE: stop what start_kube_proxy started for NODE (kube-proxy first) and delete sg-NODE.
+stop_node() {
+    local ns=sg-$1 pid
+    [[ -f $SITEGRID_E2E_RUN/netns/$ns.pids ]] || return 0
+    for pid in $(tac "$SITEGRID_E2E_RUN/netns/$ns.pids"); do
+        stop_pid "$pid"
+        sed -i "/^$pid\$/d" "$SITEGRID_E2E_LOGS/pids"
+    done
+    rm -f "$SITEGRID_E2E_RUN/netns/$ns.pids"
+    ip netns delete "$ns" 2>/dev/null || true
+}
+
+# stop_pid PID: TERM, then KILL after 5 s.
+stop_pid() {
+    kill "$1" 2>/dev/null || return 0
+    local deadline=$((SECONDS + 5))
+    while pid_running "$1" && ((SECONDS < deadline)); do sleep 0.1; done
+    kill -KILL "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
+
+# pid_running PID: exists and is not a zombie (our own children stay zombies until waited for).
+pid_running() {
+    local state
+    state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+    [[ -n $state && $state != Z ]]
+}
+
+# proxy_metric PORT SERIES: the value of sitegrid_proxy_SERIES on the proxy at PORT (0 if absent),
+# e.g. proxy_metric 51211 'watchers_open{resource="endpoints"}'.
+proxy_metric() {
+    curl -sf "http://127.0.0.1:$1/metrics" | awk -v m="sitegrid_proxy_$2" '$1 == m {v = $2} END {print v + 0}'
+}
+
+# more_than N CMD...: CMD prints a number above N.
+more_than() {
+    local n=$1 got
+    shift
+    got=$("$@") && [[ $got =~ ^[0-9]+$ ]] && ((got > n))
+}

@@ -22,8 +22,13 @@ export SITEGRID_PROXY_BIN=$ROOT/target/debug/sitegrid-proxy
 
 "$HERE/cluster.sh" down >/dev/null 2>&1 || true
 cleanup() {
-    local rc=$?
+    local rc=$? ns
     [[ -f $SITEGRID_E2E_LOGS/pids ]] && xargs -r kill <"$SITEGRID_E2E_LOGS/pids" 2>/dev/null || true
+    # Network namespaces the scenarios made (lib.sh: sg-NODE): keep their rules, then delete them.
+    for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^sg-/ {print $1}'); do
+        ip netns exec "$ns" iptables-save >"$SITEGRID_E2E_LOGS/iptables-$ns.txt" 2>&1 || true
+        ip netns delete "$ns" 2>/dev/null || true
+    done
     if ((rc != 0)); then
         for f in "$SITEGRID_E2E_LOGS"/*.log /tmp/sitegrid-e2e/logs/*.log; do
             [[ -f $f ]] || continue
