@@ -50,7 +50,7 @@ pub struct Projector {
     local_node: String,
     next_rv: u64,
     upstream: [Upstream; 4],
-    relist: [Option<BTreeMap<String, UpstreamObject>>; 4],
+    relist: [Option<BTreeMap<String, Incoming>>; 4],
     upstream_synced: [bool; 4],
     services: HashMap<String, TopologyKeys>,
     nodes: NodeLabels,
@@ -117,8 +117,10 @@ impl Projector {
         match event {
             watcher::Event::Init => self.relist[i] = Some(BTreeMap::new()),
             watcher::Event::InitApply(obj) => {
+                // Kept compact until the list completes: a relist of thousands of
+                // objects must not hold them all as parsed metadata plus raw text.
                 let buf = self.relist[i].get_or_insert_with(BTreeMap::new);
-                buf.insert(obj.key(), obj);
+                buf.insert(obj.key(), incoming(kind, obj));
             }
             watcher::Event::InitDone => {
                 let fresh = self.relist[i].take().unwrap_or_default();
@@ -132,12 +134,12 @@ impl Projector {
                     .filter_map(|k| self.upstream[i].remove(&k).map(|s| (k, s)))
                     .collect();
                 let store = &self.upstream[i];
-                let upserted: Vec<(String, UpstreamObject)> = fresh
+                let upserted: Vec<(String, Incoming)> = fresh
                     .into_iter()
                     .filter(|(k, o)| {
                         store
                             .get(k)
-                            .is_none_or(|s| o.upstream_rv().is_empty() || *s.rv != *o.upstream_rv())
+                            .is_none_or(|s| o.stored.rv.is_empty() || s.rv != o.stored.rv)
                     })
                     .collect();
                 info!(resource = %kind, objects = store.len() + upserted.len() - upserted.iter().filter(|(k, _)| store.contains_key(k)).count(),
@@ -149,9 +151,12 @@ impl Projector {
                     self.on_first_sync(kind, &mut batch);
                 }
             }
-            watcher::Event::Apply(obj) => {
-                self.changed(kind, vec![(obj.key(), obj)], Vec::new(), &mut batch)
-            }
+            watcher::Event::Apply(obj) => self.changed(
+                kind,
+                vec![(obj.key(), incoming(kind, obj))],
+                Vec::new(),
+                &mut batch,
+            ),
             watcher::Event::Delete(obj) => {
                 let key = obj.key();
                 let old = self.upstream[i]
@@ -197,14 +202,18 @@ impl Projector {
     fn changed(
         &mut self,
         kind: ResourceKind,
-        upserted: Vec<(String, UpstreamObject)>,
+        upserted: Vec<(String, Incoming)>,
         deleted: Vec<(String, Stored)>,
         batch: &mut Batch,
     ) {
         let mut previous = Vec::with_capacity(upserted.len());
-        for (key, obj) in &upserted {
-            previous.push(self.upstream[kind.index()].insert(key.clone(), stored(kind, obj)));
-        }
+        let upserted: Vec<(String, Extra)> = upserted
+            .into_iter()
+            .map(|(key, inc)| {
+                previous.push(self.upstream[kind.index()].insert(key.clone(), inc.stored));
+                (key, inc.extra)
+            })
+            .collect();
         match kind {
             ResourceKind::Services => self.services_changed(&upserted, &deleted, batch),
             ResourceKind::Nodes => self.nodes_changed(&upserted, &deleted, batch),
@@ -225,13 +234,13 @@ impl Projector {
 
     fn services_changed(
         &mut self,
-        upserted: &[(String, UpstreamObject)],
+        upserted: &[(String, Extra)],
         deleted: &[(String, Stored)],
         batch: &mut Batch,
     ) {
         let mut affected = Vec::new();
         for (key, obj) in upserted {
-            let keys = match TopologyKeys::from_annotations(obj.metadata.annotations.as_ref()) {
+            let keys = match TopologyKeys::from_annotations(obj.annotations.as_ref()) {
                 Ok(k) => k,
                 Err(reason) => {
                     warn!(service = %key, %reason, "ignoring invalid topology annotation; endpoints pass unfiltered");
@@ -245,7 +254,8 @@ impl Projector {
             if before != keys {
                 affected.push(key.clone());
             }
-            self.emit(ResourceKind::Services, key, Some(parse(&obj.raw)), batch);
+            let view = obj.view_raw.as_deref().map(parse_stored);
+            self.emit(ResourceKind::Services, key, view, batch);
         }
         for (key, _) in deleted {
             if self.services.remove(key).is_some() {
@@ -260,18 +270,19 @@ impl Projector {
 
     fn nodes_changed(
         &mut self,
-        upserted: &[(String, UpstreamObject)],
+        upserted: &[(String, Extra)],
         deleted: &[(String, Stored)],
         batch: &mut Batch,
     ) {
         let mut labels_moved = false;
         for (key, obj) in upserted {
-            let labels = obj.metadata.labels.clone().unwrap_or_default();
+            let labels = obj.labels.clone().unwrap_or_default();
             if self.nodes.get(key) != Some(&labels) {
                 labels_moved |= self.relevant(key, self.nodes.get(key), Some(&labels));
                 self.nodes.insert(key.clone(), labels);
             }
-            self.emit(ResourceKind::Nodes, key, Some(parse(&obj.raw)), batch);
+            let view = obj.view_raw.as_deref().map(parse_stored);
+            self.emit(ResourceKind::Nodes, key, view, batch);
         }
         for (key, _) in deleted {
             if let Some(old) = self.nodes.remove(key) {
@@ -304,7 +315,7 @@ impl Projector {
 
     fn slices_changed(
         &mut self,
-        upserted: &[(String, UpstreamObject)],
+        upserted: &[(String, Extra)],
         previous: Vec<Option<Stored>>,
         deleted: &[(String, Stored)],
         batch: &mut Batch,
@@ -508,21 +519,60 @@ fn pending(changes: &[Change], key: &str) -> Option<Option<Arc<View>>> {
         })
 }
 
+/// An upstream object as the projector takes it in.
+struct Incoming {
+    /// What is kept between events.
+    stored: Stored,
+    /// What is used once, on arrival.
+    extra: Extra,
+}
+
+/// What a Service or Node contributes on arrival (then dropped).
+#[derive(Default)]
+struct Extra {
+    /// Node labels.
+    labels: Option<BTreeMap<String, String>>,
+    /// Service annotations (for `topologyKeys`).
+    annotations: Option<BTreeMap<String, String>>,
+    /// Services and Nodes: the compressed JSON their view is made from.
+    view_raw: Option<Box<[u8]>>,
+}
+
+/// Takes `obj` apart into what is kept and what is used once.
+fn incoming(kind: ResourceKind, obj: UpstreamObject) -> Incoming {
+    let extra = match kind {
+        ResourceKind::Services => Extra {
+            annotations: obj.metadata.annotations.clone(),
+            view_raw: Some(compress(&obj.raw)),
+            ..Extra::default()
+        },
+        ResourceKind::Nodes => Extra {
+            labels: obj.metadata.labels.clone(),
+            view_raw: Some(compress(&obj.raw)),
+            ..Extra::default()
+        },
+        _ => Extra::default(),
+    };
+    Incoming {
+        stored: stored(kind, &obj),
+        extra,
+    }
+}
+
+fn compress(raw: &RawValue) -> Box<[u8]> {
+    lz4_flex::compress_prepend_size(raw.get().as_bytes()).into_boxed_slice()
+}
+
 /// What the projector keeps of `obj` (raw JSON only where views are recomputed).
 fn stored(kind: ResourceKind, obj: &UpstreamObject) -> Stored {
     let keep_raw = matches!(kind, ResourceKind::Endpoints | ResourceKind::EndpointSlices);
     Stored {
         rv: obj.upstream_rv().into(),
-        raw: keep_raw
-            .then(|| lz4_flex::compress_prepend_size(obj.raw.get().as_bytes()).into_boxed_slice()),
+        raw: keep_raw.then(|| compress(&obj.raw)),
         service: (kind == ResourceKind::EndpointSlices)
             .then(|| slice_service(obj))
             .flatten(),
     }
-}
-
-fn parse(raw: &RawValue) -> Value {
-    serde_json::from_str(raw.get()).unwrap_or_else(|_| Value::Object(Map::new()))
 }
 
 /// Parses a stored (compressed) raw object.
