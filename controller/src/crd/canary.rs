@@ -1,0 +1,43 @@
+//! The per-site template choice shared by the workload grids.
+
+use std::collections::BTreeMap;
+
+use crate::names::{NodeUnit, TemplateName};
+
+/// The template fields of a workload grid spec (`template`, `templatePool`,
+/// `templates`, `defaultTemplateName`), seen the same way for Deployments
+/// and StatefulSets.
+pub trait GridTemplates {
+    /// The workload spec a template holds (`DeploymentSpec`, `StatefulSetSpec`).
+    type Spec;
+
+    /// `spec.template`: what [`TemplateName::DEFAULT`] selects.
+    fn template(&self) -> &Self::Spec;
+    /// `spec.templatePool`: named alternative templates.
+    fn template_pool(&self) -> &BTreeMap<TemplateName, Self::Spec>;
+    /// `spec.templates`: the template name each site asks for.
+    fn templates(&self) -> &BTreeMap<NodeUnit, TemplateName>;
+    /// `spec.defaultTemplateName`, if set.
+    fn default_template_name(&self) -> Option<&TemplateName>;
+
+    /// The template name `unit` uses: `templates[unit]`, else
+    /// `defaultTemplateName`, else `"default"`.
+    fn template_name_for(&self, unit: &NodeUnit) -> TemplateName {
+        self.templates()
+            .get(unit)
+            .or(self.default_template_name())
+            .cloned()
+            .unwrap_or_else(|| TemplateName::from(TemplateName::DEFAULT))
+    }
+
+    /// The template `unit` runs, or the pool name it asked for that does not exist.
+    ///
+    /// `"default"` always means `spec.template`, as in SuperEdge.
+    fn template_for(&self, unit: &NodeUnit) -> Result<&Self::Spec, TemplateName> {
+        let name = self.template_name_for(unit);
+        if name.is_default() {
+            return Ok(self.template());
+        }
+        self.template_pool().get(&name).ok_or(name)
+    }
+}

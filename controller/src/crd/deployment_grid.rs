@@ -1,0 +1,98 @@
+//! `DeploymentGrid` (`dg`): one Deployment per site.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStatus};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::GridTemplates;
+use crate::names::{GridUniqKey, NodeUnit, TemplateName};
+
+/// The desired state of a DeploymentGrid: a Deployment template run once per site.
+// Two `printcolumn(...)` entries of the same type look like a repeated
+// attribute to clippy; each is a separate column.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "superedge.io",
+    version = "v1",
+    kind = "DeploymentGrid",
+    plural = "deploymentgrids",
+    shortname = "dg",
+    namespaced,
+    status = "DeploymentGridStatus",
+    derive = "Default",
+    derive = "PartialEq",
+    doc = "A Deployment template run once per site (NodeUnit).",
+    printcolumn(
+        name = "Sites",
+        type_ = "integer",
+        json_path = ".status.sites",
+        description = "Sites with a Deployment"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "integer",
+        json_path = ".status.readySites",
+        description = "Sites whose Deployment has all replicas available"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentGridSpec {
+    /// The node label key whose distinct values are the sites.
+    pub grid_uniq_key: GridUniqKey,
+    /// The Deployment spec every site runs unless `templates` says otherwise.
+    pub template: DeploymentSpec,
+    /// Named alternative Deployment specs, for per-site canaries.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub template_pool: BTreeMap<TemplateName, DeploymentSpec>,
+    /// The `templatePool` entry each site runs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub templates: BTreeMap<NodeUnit, TemplateName>,
+    /// The template for sites not in `templates`; absent or `"default"` means `template`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_template_name: Option<TemplateName>,
+    /// Whether `templatePool` entries no site uses are removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_delete_unused_template: Option<bool>,
+}
+
+/// What the controller observed, per site.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentGridStatus {
+    /// Each site's Deployment status (replicas, readyReplicas, updatedReplicas,
+    /// availableReplicas, conditions), keyed by site as in SuperEdge.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub states: BTreeMap<NodeUnit, DeploymentStatus>,
+    /// How many sites have a Deployment (for `kubectl get dg`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sites: Option<i32>,
+    /// How many sites have all their replicas available (for `kubectl get dg`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_sites: Option<i32>,
+}
+
+impl GridTemplates for DeploymentGridSpec {
+    type Spec = DeploymentSpec;
+
+    fn template(&self) -> &DeploymentSpec {
+        &self.template
+    }
+    fn template_pool(&self) -> &BTreeMap<TemplateName, DeploymentSpec> {
+        &self.template_pool
+    }
+    fn templates(&self) -> &BTreeMap<NodeUnit, TemplateName> {
+        &self.templates
+    }
+    fn default_template_name(&self) -> Option<&TemplateName> {
+        self.default_template_name.as_ref()
+    }
+}

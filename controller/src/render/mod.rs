@@ -1,0 +1,125 @@
+//! The pure expansion of a grid into the objects it owns.
+//!
+//! Plain functions from a grid (and, for workloads, the set of sites) to
+//! Kubernetes objects, tested by value. Applying them is the reconciler's job.
+
+mod deployment;
+pub mod name;
+mod service;
+mod statefulset;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::Resource;
+
+pub use deployment::render_deployments;
+pub use service::render_service;
+pub use statefulset::render_statefulsets;
+
+use crate::crd::GridTemplates;
+use crate::names::{GridUniqKey, NodeUnit, TemplateName};
+
+/// Label on every generated object: the name of the grid that owns it.
+pub const GRID_SELECTOR_LABEL: &str = "superedge.io/grid-selector";
+/// Label on every generated object: the grid's `gridUniqKey`.
+pub const GRID_UNIQ_KEY_LABEL: &str = "superedge.io/grid-uniq-key";
+/// Annotation on the generated Service: the JSON list of topology keys
+/// (`["<gridUniqKey>"]`) that keeps traffic inside a site.
+pub const TOPOLOGY_KEYS_ANNOTATION: &str = "topologyKeys";
+
+/// Why a grid cannot be rendered at all.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GridError {
+    /// The grid has no `metadata.name` or `metadata.uid`, so children could
+    /// not point back at it; only grids read from the API server render.
+    #[error("grid has no name or uid yet; it must be read from the API server")]
+    NotPersisted,
+}
+
+/// Why one site of a workload grid cannot be rendered; the other sites still are.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SiteError {
+    /// `templates[unit]` or `defaultTemplateName` names no `templatePool` entry.
+    #[error("template {template:?} for site {unit:?} is not in templatePool")]
+    UnknownTemplate {
+        /// The site.
+        unit: NodeUnit,
+        /// The missing pool entry.
+        template: TemplateName,
+    },
+}
+
+/// The outcome per site: its object, or why it has none.
+pub type SiteResults<T> = BTreeMap<NodeUnit, Result<T, SiteError>>;
+
+/// Metadata shared by every child of `grid`: namespace, the grid's labels plus
+/// the two grid labels, and a controller ownerReference.
+fn child_meta<K>(grid: &K, name: String, key: &GridUniqKey) -> Result<ObjectMeta, GridError>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let meta = grid.meta();
+    let grid_name = meta.name.clone().ok_or(GridError::NotPersisted)?;
+    let owner = OwnerReference {
+        block_owner_deletion: Some(true),
+        ..grid
+            .controller_owner_ref(&())
+            .ok_or(GridError::NotPersisted)?
+    };
+    let mut labels = meta.labels.clone().unwrap_or_default();
+    labels.insert(GRID_SELECTOR_LABEL.to_owned(), grid_name);
+    labels.insert(GRID_UNIQ_KEY_LABEL.to_owned(), key.to_string());
+    Ok(ObjectMeta {
+        name: Some(name),
+        namespace: meta.namespace.clone(),
+        labels: Some(labels),
+        owner_references: Some(vec![owner]),
+        ..ObjectMeta::default()
+    })
+}
+
+/// Renders one workload per site: picks each site's template, names the
+/// child `{grid}-{unit}` under `rule`, and hands both to `build`.
+fn render_sites<K, S, T>(
+    grid: &K,
+    spec: &S,
+    units: &BTreeSet<NodeUnit>,
+    key: &GridUniqKey,
+    rule: name::NameRule,
+    build: impl Fn(ObjectMeta, &S::Spec, &NodeUnit) -> T,
+) -> Result<SiteResults<T>, GridError>
+where
+    K: Resource<DynamicType = ()>,
+    S: GridTemplates,
+{
+    let grid_name = grid.meta().name.as_deref().ok_or(GridError::NotPersisted)?;
+    units
+        .iter()
+        .map(|unit| {
+            let child = match spec.template_for(unit) {
+                Ok(template) => {
+                    let name = name::child_name(&format!("{grid_name}-{unit}"), rule);
+                    Ok(build(child_meta(grid, name, key)?, template, unit))
+                }
+                Err(template) => Err(SiteError::UnknownTemplate {
+                    unit: unit.clone(),
+                    template,
+                }),
+            };
+            Ok((unit.clone(), child))
+        })
+        .collect()
+}
+
+/// Pins a pod template to one site: `nodeSelector[key] = unit`, merged with
+/// the template's own node selector (the site wins on the same key).
+fn pin_to_site(template: &mut PodTemplateSpec, key: &GridUniqKey, unit: &NodeUnit) {
+    template
+        .spec
+        .get_or_insert_with(Default::default)
+        .node_selector
+        .get_or_insert_with(Default::default)
+        .insert(key.to_string(), unit.to_string());
+}
