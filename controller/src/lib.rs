@@ -6,13 +6,24 @@
 //!
 //! This crate holds the resource types ([`crd`]), their CustomResourceDefinitions
 //! ([`crds`]) and the pure expansion from a grid to its per-site children
-//! ([`render`]). The reconciler that applies them is not built yet.
+//! ([`render`]), and the controller that applies them: [`reconcile`] (one
+//! kube-runtime `Controller` per grid kind, server-side apply, status and
+//! events), [`run`] (leader election, node reflector, shutdown) and [`ops`]
+//! (`/healthz`, `/readyz`, `/metrics`).
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod crd;
 pub mod crds;
+pub mod drift;
+pub mod metrics;
 pub mod names;
+pub mod ops;
+pub mod reconcile;
 pub mod render;
+pub mod run;
+pub mod sites;
+pub mod status;
 
 pub use crd::{
     DeploymentGrid, DeploymentGridSpec, DeploymentGridStatus, ServiceGrid, ServiceGridSpec,

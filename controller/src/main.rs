@@ -1,64 +1,145 @@
-//! `sitegrid-controller`: the command line of the grid controller.
-//!
-//! Only `crds` exists so far; the reconciler is future work.
+//! `sitegrid-controller`: parse flags, start logging, elect, reconcile, stop on SIGTERM.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
-
-/// The SuperEdge grid controller (DeploymentGrid, StatefulSetGrid, ServiceGrid).
-#[derive(Debug, Parser)]
-#[command(version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Print the CustomResourceDefinitions as multi-document YAML (for `kubectl apply -f -`).
-    Crds {
-        /// Instead of printing, write one `<group>_<plural>.yaml` per CRD into this
-        /// directory (how `deploy/crds/` is regenerated).
-        #[arg(long, value_name = "DIR")]
-        out_dir: Option<PathBuf>,
-    },
-}
+use anyhow::Context as _;
+use clap::Parser;
+use sitegrid_controller::config::{Cli, Command, ControllerArgs, LogFormat};
+use sitegrid_controller::metrics::Metrics;
+use sitegrid_controller::ops::{self, OpsState};
+use sitegrid_controller::run::{self, Election, Options};
+use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Crds { out_dir: None } => print_crds(),
-        Command::Crds { out_dir: Some(dir) } => write_crds(&dir),
+    let result = match &cli.command {
+        Some(Command::Crds { out_dir: None }) => print_crds(),
+        Some(Command::Crds { out_dir: Some(dir) }) => write_crds(dir),
+        None => {
+            init_logging(&cli.controller);
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")
+                .and_then(|rt| rt.block_on(controller(&cli.controller)))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            let mut line = format!("sitegrid-controller: {err}");
-            let mut source = std::error::Error::source(&*err);
-            while let Some(cause) = source {
-                line.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            eprintln!("{line}");
+            // One line, whatever the causes print.
+            let text = format!("{err:#}");
+            let line: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            eprintln!("sitegrid-controller: {}", line.join(" "));
             ExitCode::FAILURE
         }
     }
 }
 
-fn print_crds() -> Result<(), Box<dyn std::error::Error>> {
+fn init_logging(args: &ControllerArgs) {
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(&args.log_level))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Json => fmt.json().init(),
+        LogFormat::Text => fmt
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
+}
+
+async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
+    args.validate().map_err(anyhow::Error::msg)?;
+    let config = kube_config(args.kubeconfig.as_deref()).await?;
+    let client = kube::Client::try_from(config).context("building the API client")?;
+    let listener = tokio::net::TcpListener::bind(args.bind_address)
+        .await
+        .with_context(|| format!("--bind-address {}", args.bind_address))?;
+    let ops_state = OpsState::new(Arc::new(Metrics::new()), "starting");
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let ops_task = tokio::spawn(ops::serve(listener, ops_state.clone(), stopped()));
+    tracing::info!(address = %args.bind_address, "serving /healthz, /readyz and /metrics");
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        let _ = stop_tx.send(true);
+    });
+    let options = Options {
+        resync: args.resync_period,
+        concurrency: args.concurrent_syncs,
+        election: args.leader_elect.then(|| Election {
+            namespace: args.leader_elect_resource_namespace.clone(),
+            name: args.leader_elect_resource_name.clone(),
+            identity: args.identity(),
+            lease_duration: args.leader_elect_lease_duration,
+            renew_margin: args.leader_elect_renew_margin,
+        }),
+    };
+    let outcome = run::run(client, options, ops_state, stopped()).await;
+    ops_task.abort();
+    outcome?;
+    Ok(())
+}
+
+/// The API configuration from `--kubeconfig`, else $KUBECONFIG / ~/.kube/config / in-cluster
+/// (the proxy's rules).
+async fn kube_config(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Config> {
+    match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path).with_context(|| {
+                format!("--kubeconfig {}: cannot read kubeconfig", path.display())
+            })?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("--kubeconfig {}: invalid kubeconfig", path.display()))
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig: pass --kubeconfig, set $KUBECONFIG, or run in a cluster"),
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    else {
+        let _ = ctrl_c.await;
+        return;
+    };
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term.recv() => {}
+    }
+}
+
+fn print_crds() -> anyhow::Result<()> {
     let yaml = sitegrid_controller::crds::all_yaml()?;
     std::io::stdout().lock().write_all(yaml.as_bytes())?;
     Ok(())
 }
 
-fn write_crds(dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
+fn write_crds(dir: &Path) -> anyhow::Result<()> {
     for file in sitegrid_controller::crds::all() {
         let path = dir.join(&file.file_name);
         let yaml = sitegrid_controller::crds::to_yaml(&file.crd)?;
-        std::fs::write(&path, yaml).map_err(|err| format!("writing {}: {err}", path.display()))?;
+        std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

@@ -194,6 +194,24 @@ fn a_missing_pool_entry_fails_only_its_site() {
 }
 
 #[test]
+fn unused_templates_are_those_no_site_and_no_default_names() {
+    use sitegrid_controller::crd::GridTemplates;
+    let mut grid: DeploymentGrid = persisted("seed000-09-deploymentgrid.yaml");
+    // test1 is the default, test2 is zone2's: nothing unused.
+    assert!(grid.spec.unused_templates().is_empty());
+    grid.spec
+        .templates
+        .insert(NodeUnit::from("zone2"), TemplateName::from("test1"));
+    assert_eq!(grid.spec.unused_templates(), [TemplateName::from("test2")]);
+    grid.spec.default_template_name = None;
+    grid.spec.templates.clear();
+    assert_eq!(
+        grid.spec.unused_templates(),
+        [TemplateName::from("test1"), TemplateName::from("test2")]
+    );
+}
+
+#[test]
 fn a_site_value_that_is_no_valid_name_gets_a_hash_suffix() {
     let grid: DeploymentGrid = persisted("seed000-04-deploymentgrid.yaml");
     let out = render_deployments(&grid, &units(&["Bei_Jing"])).unwrap();

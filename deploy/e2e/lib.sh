@@ -234,3 +234,69 @@ more_than() {
     shift
     got=$("$@") && [[ $got =~ ^[0-9]+$ ]] && ((got > n))
 }
+
+# start_controller NAME PORT [FLAGS...]: a sitegrid-controller replica with the
+# permissions of deploy/controller/rbac.yaml (user sitegrid-controller), its
+# /healthz, /readyz and /metrics on 127.0.0.1:PORT; waits until it answers.
+start_controller() {
+    local name=$1 port=$2
+    shift 2
+    "$SITEGRID_CONTROLLER_BIN" --kubeconfig "$SITEGRID_E2E_RUN/sitegrid-controller.kubeconfig" \
+        --bind-address "127.0.0.1:$port" --leader-elect-identity "$name" "$@" \
+        >"$SITEGRID_E2E_LOGS/controller-$name.log" 2>&1 &
+    echo $! >>"$SITEGRID_E2E_LOGS/pids"
+    eval "CONTROLLER_PID_${name//-/_}=$!"
+    eventually 30 curl -sf "http://127.0.0.1:$port/healthz" || fail "controller $name does not answer /healthz"
+}
+
+# controller_metric PORT SERIES: the value of sitegrid_controller_SERIES at PORT (0 if absent);
+# a series without labels sums over all of them, e.g. controller_metric 18081 api_writes_total.
+controller_metric() {
+    curl -sf "http://127.0.0.1:$1/metrics" |
+        awk -v m="sitegrid_controller_$2" '$1 == m || index($1, m "{") == 1 {v += $2} END {print v + 0}'
+}
+
+# add_node NAME LABEL=VALUE...: a Ready node (API object only, as sample.sh makes them).
+add_node() {
+    local name=$1 now
+    shift
+    now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    kubectl create -f - >/dev/null <<EON
+apiVersion: v1
+kind: Node
+metadata:
+  name: $name
+  labels: {kubernetes.io/hostname: $name}
+EON
+    kubectl label node "$name" "$@" >/dev/null
+    kubectl patch node "$name" --subresource=status --type=merge -p "{\"status\": {
+      \"conditions\": [{\"type\": \"Ready\", \"status\": \"True\", \"reason\": \"KubeletReady\",
+                      \"lastHeartbeatTime\": \"$now\", \"lastTransitionTime\": \"$now\"}],
+      \"capacity\": {\"cpu\": \"4\", \"memory\": \"8Gi\", \"pods\": \"110\"},
+      \"allocatable\": {\"cpu\": \"4\", \"memory\": \"8Gi\", \"pods\": \"110\"}}}" >/dev/null
+}
+
+# jget KIND NAME JSONPATH: one field of an object in namespace default ('' if absent).
+jget() { kubectl get "$1" "$2" -o "jsonpath=$3" 2>/dev/null || true; }
+
+# exists KIND NAME: the object exists.
+exists() { kubectl get "$1" "$2" -o name >/dev/null 2>&1; }
+
+# gone KIND NAME: the object does not exist.
+gone() { ! exists "$1" "$2"; }
+
+# install_controller_prereqs: the grid CRDs (from the binary), deploy/controller/rbac.yaml,
+# also bound to user sitegrid-controller, and that user's certificate and kubeconfig
+# (what start_controller runs with).
+install_controller_prereqs() {
+    local rbac=$SITEGRID_E2E_ROOT/deploy/controller/rbac.yaml subject
+    "$SITEGRID_CONTROLLER_BIN" crds | kubectl apply -f - >/dev/null
+    kubectl wait --for condition=established --timeout=30s crd/deploymentgrids.superedge.io \
+        crd/statefulsetgrids.superedge.io crd/servicegrids.superedge.io >/dev/null
+    kubectl apply -f "$rbac" >/dev/null
+    subject='[{"op":"add","path":"/subjects/-","value":{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"sitegrid-controller"}}]'
+    kubectl patch clusterrolebinding sitegrid-controller --type=json -p "$subject" >/dev/null
+    kubectl -n kube-system patch rolebinding sitegrid-controller-leader-election --type=json -p "$subject" >/dev/null
+    "$SITEGRID_E2E_ROOT/deploy/e2e/cluster.sh" cert sitegrid-controller /CN=sitegrid-controller
+    "$SITEGRID_E2E_ROOT/deploy/e2e/cluster.sh" kubeconfig sitegrid-controller
+}

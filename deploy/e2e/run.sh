@@ -17,8 +17,10 @@ export SITEGRID_E2E_LOGS=${SITEGRID_E2E_LOGS:-/tmp/sitegrid-e2e-logs}
 rm -rf "$SITEGRID_E2E_LOGS" && mkdir -p "$SITEGRID_E2E_LOGS"
 
 "$HERE/install.sh"
-(cd "$ROOT" && cargo build -p sitegrid-proxy --locked)
+(cd "$ROOT" && cargo build -p sitegrid-proxy -p sitegrid-controller --locked)
+export SITEGRID_E2E_ROOT=$ROOT
 export SITEGRID_PROXY_BIN=$ROOT/target/debug/sitegrid-proxy
+export SITEGRID_CONTROLLER_BIN=$ROOT/target/debug/sitegrid-controller
 
 "$HERE/cluster.sh" down >/dev/null 2>&1 || true
 cleanup() {

@@ -40,4 +40,18 @@ pub trait GridTemplates {
         }
         self.template_pool().get(&name).ok_or(name)
     }
+
+    /// `templatePool` entries that no site uses: neither a value of
+    /// `templates` nor `defaultTemplateName`. `autoDeleteUnusedTemplate: true`
+    /// removes them.
+    fn unused_templates(&self) -> Vec<TemplateName> {
+        self.template_pool()
+            .keys()
+            .filter(|name| {
+                !self.templates().values().any(|used| used == *name)
+                    && self.default_template_name() != Some(*name)
+            })
+            .cloned()
+            .collect()
+    }
 }

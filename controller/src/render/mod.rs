@@ -42,7 +42,7 @@ pub enum GridError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SiteError {
     /// `templates[unit]` or `defaultTemplateName` names no `templatePool` entry.
-    #[error("template {template:?} for site {unit:?} is not in templatePool")]
+    #[error("site {unit}: template \"{template}\" is not in templatePool")]
     UnknownTemplate {
         /// The site.
         unit: NodeUnit,

@@ -1,0 +1,157 @@
+//! Command-line flags of `sitegrid-controller`.
+//!
+//! Leader-election flags carry kube-controller-manager's names so manifests
+//! read alike; durations are Go-style (`15s`, `5m`, `1h30m`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// sitegrid-controller: runs each DeploymentGrid, StatefulSetGrid and
+/// ServiceGrid (`superedge.io/v1`) once per site, where a site is a value of
+/// the grid's `gridUniqKey` node label.
+#[derive(Debug, Parser)]
+#[command(name = "sitegrid-controller", version, about, long_about = None)]
+pub struct Cli {
+    /// What to run (default: the controller).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Controller flags.
+    #[command(flatten)]
+    pub controller: ControllerArgs,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the CustomResourceDefinitions as multi-document YAML (for `kubectl apply -f -`).
+    Crds {
+        /// Instead of printing, write one `<group>_<plural>.yaml` per CRD into this
+        /// directory (how `deploy/crds/` is regenerated).
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
+}
+
+/// Flags of the controller itself.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// kubeconfig naming the API server and the controller's credentials (default:
+    /// $KUBECONFIG, then ~/.kube/config, then the in-cluster service account).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Address of /healthz, /readyz and /metrics.
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub bind_address: SocketAddr,
+    /// Elect one active replica through a coordination.k8s.io Lease; the others wait.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub leader_elect: bool,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, default_value = "kube-system")]
+    pub leader_elect_resource_namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "sitegrid-controller")]
+    pub leader_elect_resource_name: String,
+    /// How long a leader's lease lasts without renewal; a standby takes over after that.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// How long before the lease expires the leader renews it.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub leader_elect_renew_margin: Duration,
+    /// This replica's identity in the Lease (default: $POD_NAME, else the host name, plus a random suffix).
+    #[arg(long, env = "POD_NAME")]
+    pub leader_elect_identity: Option<String>,
+    /// How often every grid is reconciled when nothing changed (a resync writes nothing if nothing drifted).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub resync_period: Duration,
+    /// Grids reconciled at the same time, per kind.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrent_syncs: u16,
+    /// Log filter (tracing EnvFilter syntax, e.g. `info` or `sitegrid_controller=debug`); RUST_LOG overrides.
+    #[arg(long, default_value = "info", global = true)]
+    pub log_level: String,
+    /// Log line format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 15s, 5m, 1h30m)"))?;
+    if d.is_zero() {
+        return Err("must be more than zero".into());
+    }
+    Ok(d)
+}
+
+impl ControllerArgs {
+    /// The lease identity: the flag / $POD_NAME, else the host name, with a random suffix
+    /// so two replicas on one host never share it.
+    pub fn identity(&self) -> String {
+        self.leader_elect_identity.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .unwrap_or_else(|_| "sitegrid-controller".into());
+            format!("{host}_{:08x}", fastrand::u32(..))
+        })
+    }
+
+    /// Checks flag combinations clap cannot express.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.leader_elect && self.leader_elect_renew_margin >= self.leader_elect_lease_duration {
+            return Err(format!(
+                "--leader-elect-renew-margin ({}) must be shorter than --leader-elect-lease-duration ({})",
+                humantime::format_duration(self.leader_elect_renew_margin),
+                humantime::format_duration(self.leader_elect_lease_duration)
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_go_durations() {
+        let cli = Cli::try_parse_from(["sitegrid-controller"]).unwrap();
+        assert!(cli.command.is_none());
+        assert!(cli.controller.leader_elect);
+        assert_eq!(cli.controller.resync_period, Duration::from_secs(300));
+        let cli = Cli::try_parse_from([
+            "sitegrid-controller",
+            "--leader-elect=false",
+            "--resync-period=1h30m",
+            "--leader-elect-resource-namespace=sitegrid",
+        ])
+        .unwrap();
+        assert!(!cli.controller.leader_elect);
+        assert_eq!(cli.controller.resync_period, Duration::from_secs(5400));
+        assert_eq!(cli.controller.leader_elect_resource_namespace, "sitegrid");
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(Cli::try_parse_from(["sitegrid-controller", "--resync-period=soon"]).is_err());
+        assert!(Cli::try_parse_from(["sitegrid-controller", "--resync-period=0s"]).is_err());
+        assert!(Cli::try_parse_from(["sitegrid-controller", "--leader-elect=maybe"]).is_err());
+        let cli = Cli::try_parse_from([
+            "sitegrid-controller",
+            "--leader-elect-lease-duration=5s",
+            "--leader-elect-renew-margin=5s",
+        ])
+        .unwrap();
+        assert!(cli.controller.validate().is_err());
+    }
+}

@@ -1,0 +1,210 @@
+//! The reconcilers: apply each grid's rendered children, delete the ones of
+//! sites that went away, and report status and events.
+//!
+//! Every write is a server-side apply under [`FIELD_MANAGER`] (children, grid
+//! status), skipped when the live object already matches (see
+//! [`crate::drift`]), so a resync that finds nothing to do writes nothing.
+
+mod service;
+mod workload;
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::Store;
+use kube::{Client, Resource, ResourceExt};
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+pub use service::reconcile_service;
+pub use workload::{reconcile_workload, WorkloadGrid};
+
+use crate::drift;
+use crate::metrics::Metrics;
+use crate::names::{GridUniqKey, NodeUnit};
+use crate::render::GridError;
+
+/// The field manager of every apply the controller makes.
+pub const FIELD_MANAGER: &str = "sitegrid-controller";
+
+/// Why a reconcile failed (it is retried after [`RETRY_AFTER`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The grid cannot be rendered at all.
+    #[error(transparent)]
+    Grid(#[from] GridError),
+    /// An API request failed.
+    #[error("{}", describe(.0))]
+    Kube(#[from] kube::Error),
+    /// An object could not be turned into JSON.
+    #[error("encoding an object: {0}")]
+    Json(#[from] serde_json::Error),
+    /// Some sites failed to apply; the others were reconciled.
+    #[error("{failed} site(s) could not be applied")]
+    Sites {
+        /// How many.
+        failed: usize,
+    },
+}
+
+/// An API error as one line: the API server's own message for a refused
+/// request (what `kubectl` would print), the client's error otherwise.
+fn describe(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => format!("{} ({})", status.message, status.reason),
+        other => format!("kubernetes API: {other}"),
+    }
+}
+
+/// How long a failed reconcile waits before it is retried.
+pub const RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// What every reconcile shares.
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// A metadata-only reflector of all nodes.
+    pub nodes: Store<PartialObjectMeta<Node>>,
+    /// Publishes events on grids.
+    pub recorder: Recorder,
+    /// Counters and gauges.
+    pub metrics: Arc<Metrics>,
+    /// How often a grid is reconciled when nothing triggers it.
+    pub resync: Duration,
+    /// The resourceVersion of each grid when its last reconcile started
+    /// (kind/namespace/name → version), for the queue-depth gauge.
+    pub reconciled: Mutex<HashMap<String, String>>,
+}
+
+impl Context {
+    /// The grid's sites, from the nodes' labels.
+    pub fn sites(&self, key: &GridUniqKey) -> BTreeSet<NodeUnit> {
+        let nodes = self.nodes.state();
+        crate::sites::sites(key, nodes.iter().map(|n| n.metadata.labels.as_ref()))
+    }
+
+    /// Key under which [`Self::reconciled`] and the metrics know a grid.
+    pub fn grid_key<K: Resource<DynamicType = ()>>(grid: &K) -> String {
+        format!(
+            "{}/{}/{}",
+            K::kind(&()),
+            grid.meta().namespace.as_deref().unwrap_or_default(),
+            grid.meta().name.as_deref().unwrap_or_default()
+        )
+    }
+
+    fn note_reconcile<K: Resource<DynamicType = ()>>(&self, grid: &K) {
+        self.metrics.reconciled(&K::kind(&()));
+        let version = grid.meta().resource_version.clone().unwrap_or_default();
+        self.reconciled.lock().insert(Self::grid_key(grid), version);
+    }
+
+    /// Applies `desired` unless `live` already matches it; returns the object
+    /// as the API server now has it.
+    async fn apply_child<C>(&self, api: &Api<C>, desired: &C, live: Option<&C>) -> Result<C, Error>
+    where
+        C: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + Serialize
+            + DeserializeOwned
+            + Debug,
+    {
+        let mut desired = serde_json::to_value(desired)?;
+        drift::fill_port_protocols(&mut desired);
+        drift::stamp(&mut desired);
+        if let Some(live) = live {
+            if drift::up_to_date(&desired, &serde_json::to_value(live)?) {
+                return Ok(live.clone());
+            }
+        }
+        let name = desired
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let applied = api.patch(&name, &params, &Patch::Apply(&desired)).await?;
+        self.metrics.wrote("apply", &C::kind(&()));
+        Ok(applied)
+    }
+
+    /// Server-side applies `status` as the grid's whole status, unless it is unchanged.
+    async fn apply_status<K>(
+        &self,
+        grid: &K,
+        previous: Option<&Value>,
+        status: Value,
+    ) -> Result<(), Error>
+    where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + Debug,
+    {
+        if previous == Some(&status) {
+            return Ok(());
+        }
+        let api: Api<K> =
+            Api::namespaced(self.client.clone(), &grid.namespace().unwrap_or_default());
+        let body = serde_json::json!({
+            "apiVersion": K::api_version(&()),
+            "kind": K::kind(&()),
+            "status": status,
+        });
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        api.patch_status(&grid.name_any(), &params, &Patch::Apply(&body))
+            .await?;
+        self.metrics.wrote("apply-status", &K::kind(&()));
+        Ok(())
+    }
+
+    /// Publishes a Warning event on `grid`.
+    async fn warn<K: Resource<DynamicType = ()>>(&self, grid: &K, reason: &str, note: String) {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        match self.recorder.publish(&event, &grid.object_ref(&())).await {
+            Ok(()) => self.metrics.wrote("create", "Event"),
+            Err(err) => tracing::warn!(%err, reason, "publishing an event"),
+        }
+    }
+}
+
+/// The current time as Kubernetes writes it in conditions (RFC 3339, seconds).
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Whether `child` is controlled by the object with `uid`.
+fn controlled_by<C: Resource>(child: &C, uid: &str) -> bool {
+    child
+        .owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.uid == uid)
+}
+
+/// The error policy of every controller: count, log, retry later.
+pub fn error_policy<K: Resource<DynamicType = ()>>(
+    grid: Arc<K>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    ctx.metrics.failed(&K::kind(&()));
+    tracing::warn!(kind = %K::kind(&()), grid = %grid.name_any(), namespace = %grid.namespace().unwrap_or_default(), %error, "reconcile failed; retrying");
+    Action::requeue(RETRY_AFTER)
+}

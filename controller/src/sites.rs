@@ -1,0 +1,95 @@
+//! Sites from node labels.
+//!
+//! A site (NodeUnit) of a grid exists while at least one node carries a
+//! non-empty value of the grid's `gridUniqKey` label. The controller keeps a
+//! metadata-only reflector of nodes; these functions read it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use crate::names::{GridUniqKey, NodeUnit};
+
+/// The sites of `key`: each distinct non-empty value of that label over `nodes`.
+pub fn sites<'a>(
+    key: &GridUniqKey,
+    nodes: impl IntoIterator<Item = Option<&'a BTreeMap<String, String>>>,
+) -> BTreeSet<NodeUnit> {
+    nodes
+        .into_iter()
+        .flatten()
+        .filter_map(|labels| labels.get(key.as_str()))
+        .filter(|value| !value.is_empty())
+        .map(|value| NodeUnit(value.clone()))
+        .collect()
+}
+
+/// A fingerprint of which nodes exist and what labels they carry.
+///
+/// Node objects change often (status, heartbeats, images) while sites change
+/// rarely; the controller re-reconciles every grid only when this value
+/// changes, i.e. on a node added, removed or relabelled.
+pub fn label_fingerprint<'a>(
+    nodes: impl IntoIterator<Item = (&'a str, Option<&'a BTreeMap<String, String>>)>,
+) -> u64 {
+    let mut sorted: Vec<_> = nodes.into_iter().collect();
+    sorted.sort_unstable_by_key(|(name, _)| *name);
+    let mut hasher = DefaultHasher::new();
+    for (name, labels) in sorted {
+        name.hash(&mut hasher);
+        labels.hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn sites_are_distinct_non_empty_values_of_the_key() {
+        let nodes = [
+            labels(&[("location", "beijing")]),
+            labels(&[("location", "beijing"), ("zone", "a")]),
+            labels(&[("location", "guangzhou")]),
+            labels(&[("location", "")]),
+            labels(&[("zone", "b")]),
+        ];
+        let got = sites(
+            &GridUniqKey::from("location"),
+            nodes.iter().map(Some).chain([None]),
+        );
+        let want: BTreeSet<NodeUnit> = ["beijing", "guangzhou"].map(NodeUnit::from).into();
+        assert_eq!(got, want);
+        assert_eq!(
+            sites(&GridUniqKey::from("zone"), nodes.iter().map(Some)),
+            ["a", "b"].map(NodeUnit::from).into()
+        );
+    }
+
+    #[test]
+    fn fingerprint_sees_relabel_add_and_remove_but_not_order() {
+        let a = labels(&[("location", "beijing")]);
+        let b = labels(&[("location", "guangzhou")]);
+        let base = label_fingerprint([("n1", Some(&a)), ("n2", Some(&b))]);
+        assert_eq!(
+            base,
+            label_fingerprint([("n2", Some(&b)), ("n1", Some(&a))])
+        );
+        assert_ne!(
+            base,
+            label_fingerprint([("n1", Some(&a)), ("n2", Some(&a))])
+        );
+        assert_ne!(base, label_fingerprint([("n1", Some(&a))]));
+        assert_ne!(
+            base,
+            label_fingerprint([("n1", Some(&a)), ("n2", Some(&b)), ("n3", None)])
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! The `status` a grid reports, built from what the reconcile observed.
+//!
+//! Pure functions from the children's statuses and the per-site failures to
+//! the grid's status JSON. Timestamps of unchanged conditions are carried over
+//! from the previous status, so a reconcile that changes nothing computes the
+//! same status and writes nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{json, Map, Value};
+
+use crate::names::NodeUnit;
+
+/// The condition type the controller adds to a site's state when it could
+/// not reconcile that site (its other conditions are the workload's own).
+pub const SITE_CONDITION: &str = "SiteReconciled";
+
+/// The condition type of a ServiceGrid's status.
+pub const SERVICE_CONDITION: &str = "Synced";
+
+/// Why one site (or a ServiceGrid's Service) could not be reconciled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// A CamelCase reason, also the reason of the Warning event.
+    pub reason: &'static str,
+    /// A human-readable message naming the site.
+    pub message: String,
+}
+
+/// Reasons a site fails.
+pub mod reason {
+    /// `templates[unit]` / `defaultTemplateName` names no `templatePool` entry.
+    pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
+    /// The API server refused the site's object.
+    pub const APPLY_FAILED: &str = "ApplyFailed";
+    /// The site's object was applied (ServiceGrid condition).
+    pub const APPLIED: &str = "Applied";
+}
+
+/// The status of a DeploymentGrid / StatefulSetGrid.
+///
+/// `children` holds the live status of each site's workload (sites that have
+/// one), `ready` the sites whose workload has all replicas available,
+/// `failures` the sites that could not be reconciled. `states[unit]` is the
+/// workload's status plus, for a failed site, a `SiteReconciled=False`
+/// condition.
+pub fn workload_status(
+    children: &BTreeMap<NodeUnit, Value>,
+    ready: &BTreeSet<NodeUnit>,
+    failures: &BTreeMap<NodeUnit, Failure>,
+    previous: Option<&Value>,
+    now: &str,
+) -> Value {
+    let units: BTreeSet<&NodeUnit> = children.keys().chain(failures.keys()).collect();
+    let mut states = Map::new();
+    for unit in units {
+        let mut state = match children.get(unit) {
+            Some(Value::Object(map)) => map.clone(),
+            _ => Map::new(),
+        };
+        if let Some(failure) = failures.get(unit) {
+            let previous = previous
+                .and_then(|p| p.pointer(&format!("/states/{}", escape(unit.as_str()))))
+                .and_then(|s| find_condition(s, SITE_CONDITION));
+            let since = transition_time(previous, "False", failure.reason, now);
+            let condition = json!({
+                "type": SITE_CONDITION,
+                "status": "False",
+                "reason": failure.reason,
+                "message": failure.message,
+                "lastTransitionTime": since,
+                "lastUpdateTime": since,
+            });
+            let conditions = state
+                .entry("conditions")
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if let Some(list) = conditions.as_array_mut() {
+                list.retain(|c| c.get("type").and_then(Value::as_str) != Some(SITE_CONDITION));
+                list.push(condition);
+            }
+        }
+        states.insert(unit.to_string(), Value::Object(state));
+    }
+    let mut status = Map::new();
+    if !states.is_empty() {
+        status.insert("states".into(), Value::Object(states));
+    }
+    status.insert("sites".into(), json!(children.len()));
+    status.insert("readySites".into(), json!(ready.len()));
+    Value::Object(status)
+}
+
+/// The status of a ServiceGrid: one `Synced` condition.
+pub fn service_status(
+    outcome: &Result<(), Failure>,
+    generation: Option<i64>,
+    previous: Option<&Value>,
+    now: &str,
+) -> Value {
+    let (status, reason, message) = match outcome {
+        Ok(()) => (
+            "True",
+            reason::APPLIED,
+            "the Service is up to date".to_owned(),
+        ),
+        Err(f) => ("False", f.reason, f.message.clone()),
+    };
+    let previous = previous.and_then(|p| find_condition(p, SERVICE_CONDITION));
+    let mut condition = json!({
+        "type": SERVICE_CONDITION,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": transition_time(previous, status, reason, now),
+    });
+    if let Some(generation) = generation {
+        condition["observedGeneration"] = json!(generation);
+    }
+    json!({ "conditions": [condition] })
+}
+
+/// Sites failing now that were not failing for the same reason before: the
+/// ones that deserve a Warning event (repeating it every resync would only
+/// add API writes).
+pub fn new_failures<'a>(
+    failures: &'a BTreeMap<NodeUnit, Failure>,
+    previous: Option<&Value>,
+) -> Vec<(&'a NodeUnit, &'a Failure)> {
+    failures
+        .iter()
+        .filter(|(unit, failure)| {
+            let before = previous
+                .and_then(|p| p.pointer(&format!("/states/{}", escape(unit.as_str()))))
+                .and_then(|s| find_condition(s, SITE_CONDITION));
+            !same_condition(before, "False", failure.reason)
+        })
+        .collect()
+}
+
+/// Whether a ServiceGrid's failure is new (see [`new_failures`]).
+pub fn service_failure_is_new(failure: &Failure, previous: Option<&Value>) -> bool {
+    let before = previous.and_then(|p| find_condition(p, SERVICE_CONDITION));
+    !same_condition(before, "False", failure.reason)
+}
+
+fn find_condition<'a>(holder: &'a Value, kind: &str) -> Option<&'a Value> {
+    holder
+        .get("conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+}
+
+fn same_condition(condition: Option<&Value>, status: &str, reason: &str) -> bool {
+    condition.is_some_and(|c| {
+        c.get("status").and_then(Value::as_str) == Some(status)
+            && c.get("reason").and_then(Value::as_str) == Some(reason)
+    })
+}
+
+/// The previous transition time if the condition keeps its status and reason, else `now`.
+fn transition_time(previous: Option<&Value>, status: &str, reason: &str, now: &str) -> Value {
+    match previous {
+        Some(c) if same_condition(Some(c), status, reason) => c
+            .get("lastTransitionTime")
+            .cloned()
+            .unwrap_or_else(|| json!(now)),
+        _ => json!(now),
+    }
+}
+
+/// JSON pointer escaping of one reference token (RFC 6901).
+fn escape(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(s: &str) -> NodeUnit {
+        NodeUnit::from(s)
+    }
+
+    fn missing(site: &str) -> Failure {
+        Failure {
+            reason: reason::TEMPLATE_NOT_FOUND,
+            message: format!("site {site}: template \"t9\" is not in templatePool"),
+        }
+    }
+
+    #[test]
+    fn states_copy_each_sites_workload_status_and_count_sites() {
+        let children = BTreeMap::from([
+            (
+                unit("beijing"),
+                json!({"replicas": 2, "readyReplicas": 2, "availableReplicas": 2}),
+            ),
+            (
+                unit("guangzhou"),
+                json!({"replicas": 2, "readyReplicas": 1}),
+            ),
+        ]);
+        let ready = BTreeSet::from([unit("beijing")]);
+        let status = workload_status(&children, &ready, &BTreeMap::new(), None, "T1");
+        assert_eq!(status["states"]["beijing"]["availableReplicas"], 2);
+        assert_eq!(status["states"]["guangzhou"]["readyReplicas"], 1);
+        assert_eq!(status["sites"], 2);
+        assert_eq!(status["readySites"], 1);
+    }
+
+    #[test]
+    fn a_failed_site_gets_a_condition_whose_time_survives_resyncs() {
+        let children = BTreeMap::from([(unit("beijing"), json!({"replicas": 1}))]);
+        let failures = BTreeMap::from([(unit("guangzhou"), missing("guangzhou"))]);
+        let first = workload_status(&children, &BTreeSet::new(), &failures, None, "T1");
+        let cond = &first["states"]["guangzhou"]["conditions"][0];
+        assert_eq!(cond["type"], SITE_CONDITION);
+        assert_eq!(cond["status"], "False");
+        assert_eq!(cond["reason"], reason::TEMPLATE_NOT_FOUND);
+        assert_eq!(cond["lastTransitionTime"], "T1");
+        assert_eq!(first["sites"], 1);
+        // The next resync at T2 computes exactly the same status.
+        let second = workload_status(&children, &BTreeSet::new(), &failures, Some(&first), "T2");
+        assert_eq!(first, second);
+        assert!(new_failures(&failures, Some(&first)).is_empty());
+        assert_eq!(new_failures(&failures, None).len(), 1);
+    }
+
+    #[test]
+    fn a_failure_on_a_live_site_keeps_its_workload_conditions() {
+        let children = BTreeMap::from([(
+            unit("beijing"),
+            json!({"replicas": 1, "conditions": [{"type": "Available", "status": "True"}]}),
+        )]);
+        let failures = BTreeMap::from([(unit("beijing"), missing("beijing"))]);
+        let status = workload_status(&children, &BTreeSet::new(), &failures, None, "T1");
+        let types: Vec<_> = status["states"]["beijing"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(types, ["Available", SITE_CONDITION]);
+    }
+
+    #[test]
+    fn service_condition_flips_and_keeps_time_while_unchanged() {
+        let ok = service_status(&Ok(()), Some(3), None, "T1");
+        assert_eq!(ok["conditions"][0]["status"], "True");
+        assert_eq!(ok["conditions"][0]["observedGeneration"], 3);
+        assert_eq!(service_status(&Ok(()), Some(3), Some(&ok), "T2"), ok);
+        let failure = Failure {
+            reason: reason::APPLY_FAILED,
+            message: "Service \"x-svc\" is invalid".into(),
+        };
+        let bad = service_status(&Err(failure.clone()), Some(4), Some(&ok), "T3");
+        assert_eq!(bad["conditions"][0]["status"], "False");
+        assert_eq!(bad["conditions"][0]["lastTransitionTime"], "T3");
+        assert!(service_failure_is_new(&failure, Some(&ok)));
+        assert!(!service_failure_is_new(&failure, Some(&bad)));
+    }
+}

@@ -1,0 +1,170 @@
+//! The binary's command line: help, bad flags and unusable files exit with
+//! one clear line; the operator endpoints answer while it starts.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sitegrid-controller"));
+    cmd.env_remove("KUBECONFIG").env_remove("POD_NAME").env(
+        "HOME",
+        std::env::temp_dir().join("sitegrid-controller-cli-home"),
+    );
+    cmd
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = bin().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn error_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("sitegrid-controller: "))
+        .collect()
+}
+
+#[test]
+fn help_lists_the_flags_operators_set() {
+    let (code, out, _) = run(&["--help"]);
+    assert_eq!(code, 0);
+    for flag in [
+        "--kubeconfig",
+        "--bind-address",
+        "--leader-elect ",
+        "--leader-elect-resource-namespace",
+        "--leader-elect-resource-name",
+        "--resync-period",
+        "crds",
+    ] {
+        assert!(out.contains(flag), "--help lacks {flag}:\n{out}");
+    }
+}
+
+#[test]
+fn unknown_flags_and_bad_durations_are_refused() {
+    let (code, _, err) = run(&["--no-such-flag"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("unexpected argument '--no-such-flag'"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["--resync-period", "often"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--resync-period"), "{err}");
+}
+
+#[test]
+fn a_missing_kubeconfig_is_one_line_naming_it() {
+    let (code, _, err) = run(&[
+        "--kubeconfig",
+        "/nonexistent/controller.kubeconfig",
+        "--bind-address",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(code, 1);
+    let lines = error_lines(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("/nonexistent/controller.kubeconfig"),
+        "{err}"
+    );
+}
+
+#[test]
+fn renew_margin_must_be_shorter_than_the_lease() {
+    let (code, _, err) = run(&[
+        "--leader-elect-lease-duration=5s",
+        "--leader-elect-renew-margin=10s",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        error_lines(&err)[0].contains("--leader-elect-renew-margin"),
+        "{err}"
+    );
+}
+
+#[test]
+fn crds_prints_the_three_grid_crds() {
+    let (code, out, _) = run(&["crds"]);
+    assert_eq!(code, 0);
+    for name in [
+        "deploymentgrids.superedge.io",
+        "statefulsetgrids.superedge.io",
+        "servicegrids.superedge.io",
+    ] {
+        assert!(out.contains(&format!("name: {name}")), "{name} missing");
+    }
+}
+
+/// GET `path` on 127.0.0.1:`port`; the status code, or None if nothing answers.
+fn get(port: u16, path: &str) -> Option<u16> {
+    let mut conn = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    conn.read_to_string(&mut text).ok()?;
+    text.split(' ').nth(1)?.parse().ok()
+}
+
+#[test]
+fn without_an_api_server_it_is_alive_but_not_ready() {
+    // A kubeconfig naming a loopback port nobody listens on.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let dir = std::env::temp_dir().join(format!("sitegrid-controller-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'http://127.0.0.1:{dead_port}'}}\n\
+             users:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+        ),
+    )
+    .unwrap();
+    let ops = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = ops.local_addr().unwrap().port();
+    drop(ops);
+    let mut child = bin()
+        .args([
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--bind-address",
+            &format!("127.0.0.1:{port}"),
+            "--leader-elect=false",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut health = None;
+    while Instant::now() < deadline {
+        health = get(port, "/healthz");
+        if health.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ready = get(port, "/readyz");
+    let metrics = get(port, "/metrics");
+    let missing = get(port, "/nope");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(health, Some(200));
+    assert_eq!(ready, Some(503), "ready without an API server");
+    assert_eq!(metrics, Some(200));
+    assert_eq!(missing, Some(404));
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# sitegrid-controller's figures against the real control plane. Not part of CI.
+#
+#   deploy/e2e/controller-figures.sh [SITES [QUIET [RESYNC]]]   # default 100 sites, 600 s, 10s
+#
+# Brings up the cluster of cluster.sh (never next to another one: same ports),
+# registers SITES nodes, each its own site (location=site-N), starts a release
+# sitegrid-controller with the permissions of deploy/controller/rbac.yaml, and
+#  1. applies the seed DeploymentGrid (seed000-04, verbatim) and times until
+#     all SITES per-site Deployments exist (polled through kubectl);
+#  2. once the workloads' statuses have settled, counts the API writes during
+#     QUIET seconds of no-op resyncs (every RESYNC) — the controller's own count
+#     (sitegrid_controller_api_writes_total) and the API server's PATCH/DELETE
+#     counts for the kinds it writes; the leader lease's renewals are listed apart.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+SITES=${1:-100} QUIET=${2:-600} RESYNC=${3:-10s}
+PORT=18091
+export SITEGRID_E2E_LOGS=${SITEGRID_E2E_LOGS:-/tmp/sitegrid-e2e-figures}
+rm -rf "$SITEGRID_E2E_LOGS" && mkdir -p "$SITEGRID_E2E_LOGS"
+
+"$HERE/install.sh" >/dev/null 2>&1
+(cd "$ROOT" && cargo build --release -p sitegrid-controller --locked)
+export SITEGRID_E2E_ROOT=$ROOT
+export SITEGRID_CONTROLLER_BIN=$ROOT/target/release/sitegrid-controller
+
+"$HERE/cluster.sh" down >/dev/null 2>&1 || true
+cleanup() {
+    local rc=$?
+    set +e
+    [[ -f $SITEGRID_E2E_LOGS/pids ]] && xargs -r kill <"$SITEGRID_E2E_LOGS/pids" 2>/dev/null
+    cp -r /tmp/sitegrid-e2e/logs "$SITEGRID_E2E_LOGS/cluster" 2>/dev/null
+    "$HERE/cluster.sh" down >/dev/null 2>&1
+    ((rc == 0)) || echo "figures: failed; logs in $SITEGRID_E2E_LOGS" >&2
+    exit "$rc"
+}
+trap cleanup EXIT
+"$HERE/cluster.sh" up >/dev/null
+eval "$("$HERE/cluster.sh" env)"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$HERE/lib.sh"
+
+# SITES nodes in one request.
+for i in $(seq 1 "$SITES"); do
+    printf 'apiVersion: v1\nkind: Node\nmetadata:\n  name: site-%s\n  labels: {location: site-%s}\n---\n' "$i" "$i"
+done | kubectl apply -f - >/dev/null
+install_controller_prereqs
+start_controller figures $PORT --leader-elect=false --resync-period="$RESYNC"
+eventually 30 curl -sf "http://127.0.0.1:$PORT/readyz" || fail "controller not ready"
+
+count() { kubectl get deploy -l superedge.io/grid-selector=deploymentgrid-demo -o name | wc -l; }
+start=$(date +%s.%N)
+kubectl apply -f "$ROOT/controller/tests/fixtures/seed000-04-deploymentgrid.yaml" >/dev/null
+until (($(count) >= SITES)); do sleep 0.1; done
+done_at=$(date +%s.%N)
+awk -v n="$SITES" -v s="$start" -v e="$done_at" 'BEGIN {printf "figures: %d per-site Deployments exist %.2f s after kubectl apply\n", n, e - s}'
+
+# Wait until a 30 s window passes with no controller write (the Deployments'
+# statuses settle: ReplicaSets made, pods pending).
+writes() { controller_metric $PORT api_writes_total; }
+settle_start=$SECONDS
+while :; do
+    w=$(writes); sleep 30
+    [[ $(writes) == "$w" ]] && break
+    ((SECONDS - settle_start < 600)) || fail "writes never settled"
+done
+echo "figures: settled after $((SECONDS - settle_start)) s"
+
+apiserver_writes() { # the API server's PATCH/DELETE/POST/PUT counts for the kinds the controller writes
+    kubectl get --raw /metrics | awk '
+        /^apiserver_request_total\{/ && /verb="(PATCH|DELETE|POST|PUT|APPLY)"/ &&
+        /resource="(deployments|statefulsets|services|deploymentgrids|statefulsetgrids|servicegrids|leases)"/ {
+            match($0, /resource="[^"]*"/); r = substr($0, RSTART + 10, RLENGTH - 11)
+            match($0, /verb="[^"]*"/); v = substr($0, RSTART + 6, RLENGTH - 7)
+            n[r " " v] += $2
+        }
+        END { for (k in n) print k, n[k] }' | sort
+}
+apiserver_writes >"$SITEGRID_E2E_LOGS/apiserver-before.txt"
+w0=$(writes) r0=$(controller_metric $PORT reconciles_total)
+echo "figures: ${QUIET} s of no-op resyncs (every $RESYNC)..."
+sleep "$QUIET"
+w1=$(writes) r1=$(controller_metric $PORT reconciles_total)
+apiserver_writes >"$SITEGRID_E2E_LOGS/apiserver-after.txt"
+echo "figures: reconciles during the quiet period: $((r1 - r0)); controller writes: $((w1 - w0))"
+echo "figures: API server write requests by resource and verb during the quiet period (after - before):"
+join -a2 -e0 -o '0,1.2,2.2' <(awk '{print $1"/"$2, $3}' "$SITEGRID_E2E_LOGS/apiserver-before.txt") \
+    <(awk '{print $1"/"$2, $3}' "$SITEGRID_E2E_LOGS/apiserver-after.txt") |
+    awk '{d = $3 - $2; if (d > 0) printf "  %s %d\n", $1, d}'
+echo "figures: (deployments/PUT are the deployment controller's status updates, not sitegrid's)"
