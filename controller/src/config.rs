@@ -69,21 +69,9 @@ pub struct ControllerArgs {
     /// Grids reconciled at the same time, per kind.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrent_syncs: u16,
-    /// Log filter (tracing EnvFilter syntax, e.g. `info` or `sitegrid_controller=debug`); RUST_LOG overrides.
-    #[arg(long, default_value = "info", global = true)]
-    pub log_level: String,
-    /// Log line format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
-    pub log_format: LogFormat,
-}
-
-/// How log lines look.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
+    /// Logging.
+    #[command(flatten)]
+    pub log: sitegrid_cli::LogArgs,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

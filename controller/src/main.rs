@@ -7,11 +7,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Parser;
-use sitegrid_controller::config::{Cli, Command, ControllerArgs, LogFormat};
+use sitegrid_controller::config::{Cli, Command, ControllerArgs};
 use sitegrid_controller::metrics::Metrics;
 use sitegrid_controller::ops::{self, OpsState};
 use sitegrid_controller::run::{self, Election, Options};
-use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -19,7 +18,7 @@ fn main() -> ExitCode {
         Some(Command::Crds { out_dir: None }) => print_crds(),
         Some(Command::Crds { out_dir: Some(dir) }) => write_crds(dir),
         None => {
-            init_logging(&cli.controller);
+            cli.controller.log.init();
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
@@ -30,37 +29,15 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            // One line, whatever the causes print.
-            let text = format!("{err:#}");
-            let line: Vec<&str> = text
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .collect();
-            eprintln!("sitegrid-controller: {}", line.join(" "));
+            eprintln!("{}", sitegrid_cli::error_line("sitegrid-controller", &err));
             ExitCode::FAILURE
         }
     }
 }
 
-fn init_logging(args: &ControllerArgs) {
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(&args.log_level))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
-    let fmt = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Json => fmt.json().init(),
-        LogFormat::Text => fmt
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-    }
-}
-
 async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
     args.validate().map_err(anyhow::Error::msg)?;
-    let config = kube_config(args.kubeconfig.as_deref()).await?;
+    let config = sitegrid_cli::kube_config(args.kubeconfig.as_deref()).await?;
     let client = kube::Client::try_from(config).context("building the API client")?;
     let listener = tokio::net::TcpListener::bind(args.bind_address)
         .await
@@ -76,7 +53,7 @@ async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
     let ops_task = tokio::spawn(ops::serve(listener, ops_state.clone(), stopped()));
     tracing::info!(address = %args.bind_address, "serving /healthz, /readyz and /metrics");
     tokio::spawn(async move {
-        shutdown_signal().await;
+        sitegrid_cli::shutdown_signal().await;
         tracing::info!("shutting down");
         let _ = stop_tx.send(true);
     });
@@ -95,38 +72,6 @@ async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
     ops_task.abort();
     outcome?;
     Ok(())
-}
-
-/// The API configuration from `--kubeconfig`, else $KUBECONFIG / ~/.kube/config / in-cluster
-/// (the proxy's rules).
-async fn kube_config(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Config> {
-    match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).with_context(|| {
-                format!("--kubeconfig {}: cannot read kubeconfig", path.display())
-            })?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("--kubeconfig {}: invalid kubeconfig", path.display()))
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no kubeconfig: pass --kubeconfig, set $KUBECONFIG, or run in a cluster"),
-    }
-}
-
-/// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    else {
-        let _ = ctrl_c.await;
-        return;
-    };
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term.recv() => {}
-    }
 }
 
 fn print_crds() -> anyhow::Result<()> {

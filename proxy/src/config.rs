@@ -95,21 +95,9 @@ pub struct ProxyArgs {
     /// Seconds open requests get to finish after SIGTERM (watches end at once).
     #[arg(long, default_value_t = 10)]
     pub shutdown_grace_seconds: u64,
-    /// Log filter (tracing EnvFilter syntax, e.g. `info` or `sitegrid_proxy=debug`); RUST_LOG overrides.
-    #[arg(long, default_value = "info", global = true)]
-    pub log_level: String,
-    /// Log line format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
-    pub log_format: LogFormat,
-}
-
-/// How log lines look.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
+    /// Logging.
+    #[command(flatten)]
+    pub log: sitegrid_cli::LogArgs,
 }
 
 impl ProxyArgs {

@@ -63,82 +63,75 @@ pub trait WorkloadGrid:
     fn child_ready(child: &Self::Child) -> bool;
 }
 
-impl WorkloadGrid for DeploymentGrid {
-    type Child = Deployment;
-    type Spec = crate::DeploymentGridSpec;
-    const NAME_RULE: NameRule = NameRule::Subdomain;
+/// The parts of [`WorkloadGrid`] that read the same fields on both grid kinds
+/// (kube-derive makes one concrete type per CRD, so they cannot share a struct).
+macro_rules! workload_grid {
+    ($grid:ty, $child:ty, $spec:ty, $rule:expr, $render:path, |$c:ident| $ready:expr) => {
+        impl WorkloadGrid for $grid {
+            type Child = $child;
+            type Spec = $spec;
+            const NAME_RULE: NameRule = $rule;
 
-    fn key(&self) -> &GridUniqKey {
-        &self.spec.grid_uniq_key
-    }
-    fn grid_spec(&self) -> &Self::Spec {
-        &self.spec
-    }
-    fn auto_delete_unused_template(&self) -> bool {
-        self.spec.auto_delete_unused_template == Some(true)
-    }
-    fn render(&self, units: &BTreeSet<NodeUnit>) -> Result<SiteResults<Deployment>, GridError> {
-        render::render_deployments(self, units)
-    }
-    fn status_json(&self) -> Option<Value> {
-        self.status
-            .as_ref()
-            .and_then(|s| serde_json::to_value(s).ok())
-    }
-    fn child_status(child: &Deployment) -> Value {
-        json_or_empty(&child.status)
-    }
-    fn child_ready(child: &Deployment) -> bool {
+            fn key(&self) -> &GridUniqKey {
+                &self.spec.grid_uniq_key
+            }
+            fn grid_spec(&self) -> &Self::Spec {
+                &self.spec
+            }
+            fn auto_delete_unused_template(&self) -> bool {
+                self.spec.auto_delete_unused_template == Some(true)
+            }
+            fn render(&self, units: &BTreeSet<NodeUnit>) -> Result<SiteResults<$child>, GridError> {
+                $render(self, units)
+            }
+            fn status_json(&self) -> Option<Value> {
+                self.status
+                    .as_ref()
+                    .and_then(|s| serde_json::to_value(s).ok())
+            }
+            fn child_status(child: &$child) -> Value {
+                child
+                    .status
+                    .as_ref()
+                    .and_then(|s| serde_json::to_value(s).ok())
+                    .unwrap_or_else(|| json!({}))
+            }
+            fn child_ready($c: &$child) -> bool {
+                $ready
+            }
+        }
+    };
+}
+
+workload_grid!(
+    DeploymentGrid,
+    Deployment,
+    crate::DeploymentGridSpec,
+    NameRule::Subdomain,
+    render::render_deployments,
+    |child| {
         let want = child.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-        let Some(status) = &child.status else {
-            return false;
-        };
-        current(child, status.observed_generation)
-            && status.updated_replicas.unwrap_or(0) >= want
-            && status.available_replicas.unwrap_or(0) >= want
+        child.status.as_ref().is_some_and(|status| {
+            current(child, status.observed_generation)
+                && status.updated_replicas.unwrap_or(0) >= want
+                && status.available_replicas.unwrap_or(0) >= want
+        })
     }
-}
+);
 
-impl WorkloadGrid for StatefulSetGrid {
-    type Child = StatefulSet;
-    type Spec = crate::StatefulSetGridSpec;
-    const NAME_RULE: NameRule = NameRule::StatefulSetLabel;
-
-    fn key(&self) -> &GridUniqKey {
-        &self.spec.grid_uniq_key
-    }
-    fn grid_spec(&self) -> &Self::Spec {
-        &self.spec
-    }
-    fn auto_delete_unused_template(&self) -> bool {
-        self.spec.auto_delete_unused_template == Some(true)
-    }
-    fn render(&self, units: &BTreeSet<NodeUnit>) -> Result<SiteResults<StatefulSet>, GridError> {
-        render::render_statefulsets(self, units)
-    }
-    fn status_json(&self) -> Option<Value> {
-        self.status
-            .as_ref()
-            .and_then(|s| serde_json::to_value(s).ok())
-    }
-    fn child_status(child: &StatefulSet) -> Value {
-        json_or_empty(&child.status)
-    }
-    fn child_ready(child: &StatefulSet) -> bool {
+workload_grid!(
+    StatefulSetGrid,
+    StatefulSet,
+    crate::StatefulSetGridSpec,
+    NameRule::StatefulSetLabel,
+    render::render_statefulsets,
+    |child| {
         let want = child.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-        let Some(status) = &child.status else {
-            return false;
-        };
-        current(child, status.observed_generation) && status.ready_replicas.unwrap_or(0) >= want
+        child.status.as_ref().is_some_and(|status| {
+            current(child, status.observed_generation) && status.ready_replicas.unwrap_or(0) >= want
+        })
     }
-}
-
-fn json_or_empty<T: Serialize>(value: &Option<T>) -> Value {
-    value
-        .as_ref()
-        .and_then(|v| serde_json::to_value(v).ok())
-        .unwrap_or_else(|| json!({}))
-}
+);
 
 /// Whether the workload controller has seen the child's current spec.
 fn current<C: Resource>(child: &C, observed: Option<i64>) -> bool {
@@ -285,7 +278,8 @@ async fn prune_unused_templates<G: WorkloadGrid>(
     {
         Ok(_) => {
             ctx.metrics.wrote("patch", &G::kind(&()));
-            tracing::info!(grid = %grid.name_any(), removed = ?unused, "pruned unused templates");
+            let removed: Vec<&str> = unused.iter().map(TemplateName::as_str).collect();
+            tracing::info!(grid = %grid.name_any(), removed = %removed.join(","), "pruned unused templates");
             Ok(())
         }
         // Someone else changed the grid meanwhile: their change triggers a new reconcile.

@@ -118,6 +118,9 @@ kubectl patch dg deploymentgrid-demo --type=merge -p '{"spec":{"templates":{"zon
 eventually 20 bash -c "[[ \$(kubectl get dg deploymentgrid-demo -o jsonpath='{.spec.templatePool}' | python3 -c 'import json,sys; print(sorted(json.load(sys.stdin)))') == \"['test1']\" ]]" || fail "unused template not pruned: $(kubectl get dg deploymentgrid-demo -o jsonpath='{.spec.templatePool}' | head -c 300)"
 eventually 20 bash -c "[[ \$(kubectl get deploy deploymentgrid-demo-zone2 -o jsonpath='{.spec.replicas}') == 1 ]]" || fail "zone2 does not run test1"
 
+# The standby did nothing all along.
+expect "standby reconciles" "$(controller_metric $B reconciles_total)" 0
+expect "standby writes" "$(controller_metric $B api_writes_total)" 0
 # The leader stops: the standby takes over (the lease is released at once) and reconciles.
 kill -TERM "$CONTROLLER_PID_ctl_a"
 eventually 20 bash -c "! kill -0 $CONTROLLER_PID_ctl_a 2>/dev/null" || fail "ctl-a did not stop on SIGTERM"
