@@ -68,8 +68,10 @@ pub fn workload_status(
                 "status": "False",
                 "reason": failure.reason,
                 "message": failure.message,
+                // Only fields both DeploymentCondition and StatefulSetCondition
+                // have: the API server prunes the others, and the status read
+                // back must equal the one computed, or every resync would write.
                 "lastTransitionTime": since,
-                "lastUpdateTime": since,
             });
             let conditions = state
                 .entry("conditions")
@@ -225,6 +227,25 @@ mod tests {
         assert_eq!(first, second);
         assert!(new_failures(&failures, Some(&first)).is_empty());
         assert_eq!(new_failures(&failures, None).len(), 1);
+    }
+
+    #[test]
+    fn a_failed_sites_state_survives_the_round_trip_through_both_status_types() {
+        use k8s_openapi::api::apps::v1::{DeploymentStatus, StatefulSetStatus};
+        let children = BTreeMap::from([(unit("beijing"), json!({"replicas": 1}))]);
+        let failures = BTreeMap::from([(unit("beijing"), missing("beijing"))]);
+        let status = workload_status(
+            &children,
+            &BTreeSet::new(),
+            &failures,
+            None,
+            "2026-11-21T20:00:00Z",
+        );
+        let state = &status["states"]["beijing"];
+        let as_deployment: DeploymentStatus = serde_json::from_value(state.clone()).unwrap();
+        let as_statefulset: StatefulSetStatus = serde_json::from_value(state.clone()).unwrap();
+        assert_eq!(&serde_json::to_value(as_deployment).unwrap(), state);
+        assert_eq!(&serde_json::to_value(as_statefulset).unwrap(), state);
     }
 
     #[test]
