@@ -55,7 +55,7 @@ pub struct Election {
 /// How a run ended.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// The leader lease could not be used.
+    /// The leader lease cannot be used (yet): retried, and shown on `/readyz`.
     #[error("leader election ({namespace}/{name}): {source}")]
     Election {
         /// Lease namespace.
@@ -106,26 +106,42 @@ pub async fn run(
         source,
     };
     let secs = |d: Duration| d.as_secs().max(1);
-    let manager = LeaseManagerBuilder::new(client.clone(), &election.name)
-        .with_namespace(&election.namespace)
-        .with_parameters(
-            LeaseParams::new(
-                &election.identity,
-                secs(election.lease_duration),
-                secs(election.renew_margin),
+    // The API server may not answer yet (or RBAC may not allow the Lease):
+    // keep trying, alive but not ready, rather than exit.
+    let mut stop = std::pin::pin!(stopped());
+    let mut delay = Duration::from_secs(1);
+    let manager = loop {
+        let built = LeaseManagerBuilder::new(client.clone(), &election.name)
+            .with_namespace(&election.namespace)
+            .with_parameters(
+                LeaseParams::new(
+                    &election.identity,
+                    secs(election.lease_duration),
+                    secs(election.renew_margin),
+                )
+                .with_field_manager(format!("{}-lease", reconcile::FIELD_MANAGER)),
             )
-            .with_field_manager(format!("{}-lease", reconcile::FIELD_MANAGER)),
-        )
-        .build()
-        .await
-        .map_err(to_error)?;
+            .build();
+        let err = tokio::select! {
+            built = built => match built {
+                Ok(manager) => break manager,
+                Err(err) => to_error(err),
+            },
+            () = &mut stop => return Ok(()),
+        };
+        tracing::warn!(%err, retry_in = ?delay, "cannot use the leader lease yet");
+        ops.set_not_ready(&err.to_string());
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = &mut stop => return Ok(()),
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    };
     let (mut leading, lease_task) = manager.watch().await;
-    ops.set_not_ready("standing by for the leader lease");
     // A standby replica is healthy and ready: it is doing what it should.
     ops.set_ready();
     tracing::info!(lease = %lease_name, identity = %election.identity, "waiting for the leader lease");
 
-    let mut stop = std::pin::pin!(stopped());
     loop {
         if *leading.borrow_and_update() {
             break;

@@ -104,8 +104,8 @@ fn crds_prints_the_three_grid_crds() {
     }
 }
 
-/// GET `path` on 127.0.0.1:`port`; the status code, or None if nothing answers.
-fn get(port: u16, path: &str) -> Option<u16> {
+/// GET `path` on 127.0.0.1:`port`; the status code and body, or None if nothing answers.
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut conn = TcpStream::connect(("127.0.0.1", port)).ok()?;
     conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(
@@ -115,16 +115,24 @@ fn get(port: u16, path: &str) -> Option<u16> {
     .ok()?;
     let mut text = String::new();
     conn.read_to_string(&mut text).ok()?;
-    text.split(' ').nth(1)?.parse().ok()
+    let code = text.split(' ').nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+    Some((code, body))
 }
 
-#[test]
-fn without_an_api_server_it_is_alive_but_not_ready() {
-    // A kubeconfig naming a loopback port nobody listens on.
+/// Starts the controller against a loopback port nobody listens on, with
+/// `extra` flags; returns (/healthz, /readyz, /metrics, /nope) statuses and the /readyz body.
+fn probe_without_api_server(
+    extra: &[&str],
+) -> (Option<u16>, Option<u16>, Option<u16>, Option<u16>, String) {
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dead_port = dead.local_addr().unwrap().port();
     drop(dead);
-    let dir = std::env::temp_dir().join(format!("sitegrid-controller-cli-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "sitegrid-controller-cli-{}-{}",
+        std::process::id(),
+        extra.len()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(
@@ -138,33 +146,62 @@ fn without_an_api_server_it_is_alive_but_not_ready() {
     let ops = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = ops.local_addr().unwrap().port();
     drop(ops);
-    let mut child = bin()
-        .args([
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--bind-address",
-            &format!("127.0.0.1:{port}"),
-            "--leader-elect=false",
-        ])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let address = format!("127.0.0.1:{port}");
+    let mut args = vec![
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--bind-address",
+        &address,
+    ];
+    args.extend_from_slice(extra);
+    let mut child = bin().args(&args).stderr(Stdio::null()).spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut health = None;
     while Instant::now() < deadline {
-        health = get(port, "/healthz");
+        health = get(port, "/healthz").map(|(code, _)| code);
         if health.is_some() {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    // Give a failed first attempt time to be reported.
+    std::thread::sleep(Duration::from_millis(500));
     let ready = get(port, "/readyz");
-    let metrics = get(port, "/metrics");
-    let missing = get(port, "/nope");
+    let metrics = get(port, "/metrics").map(|(code, _)| code);
+    let missing = get(port, "/nope").map(|(code, _)| code);
+    // Still running: an unreachable API server is waited for, not fatal.
+    let alive = child.try_wait().unwrap().is_none();
     child.kill().unwrap();
     child.wait().unwrap();
+    assert!(alive, "the controller exited without an API server");
+    let (ready_code, ready_body) = ready.unzip();
+    (
+        health,
+        ready_code,
+        metrics,
+        missing,
+        ready_body.unwrap_or_default(),
+    )
+}
+
+#[test]
+fn without_an_api_server_it_is_alive_but_not_ready() {
+    let (health, ready, metrics, missing, body) =
+        probe_without_api_server(&["--leader-elect=false"]);
     assert_eq!(health, Some(200));
     assert_eq!(ready, Some(503), "ready without an API server");
+    assert!(body.contains("node cache"), "{body}");
     assert_eq!(metrics, Some(200));
     assert_eq!(missing, Some(404));
+}
+
+#[test]
+fn with_election_and_no_api_server_it_waits_for_the_lease() {
+    let (health, ready, _, _, body) = probe_without_api_server(&[]);
+    assert_eq!(health, Some(200));
+    assert_eq!(ready, Some(503));
+    assert!(
+        body.contains("leader election (kube-system/sitegrid-controller)"),
+        "{body}"
+    );
 }
