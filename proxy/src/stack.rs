@@ -99,7 +99,9 @@ pub fn gateway(shared: Arc<Shared>, limits: Limits) -> Gateway {
                     .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
             )
             // rescue: whatever fails below becomes a Kubernetes Status with the right code.
-            .layer_fn(|inner| Rescue { inner })
+            // (A `service_fn` around `oneshot`: readiness is awaited per request, so
+            // a failure there is rescued too; `map_result` would not see it.)
+            .layer_fn(rescuing)
             // classify: parse method, path and query once; the route travels in the extensions.
             .map_request(|mut req: Request<Body>| {
                 let route = classify(req.method(), req.uri().path(), req.uri().query());
@@ -107,9 +109,9 @@ pub fn gateway(shared: Arc<Shared>, limits: Limits) -> Gateway {
                 req
             })
             // metrics: requests by verb, resource and code; latency of non-streaming ones.
-            .layer_fn(move |inner| Metered {
-                inner,
-                metrics: metrics.clone(),
+            .layer_fn(move |inner: Steer| {
+                let metrics = metrics.clone();
+                tower::service_fn(move |req| metered(inner.clone(), metrics.clone(), req))
             })
             .service(steer),
     )
@@ -124,30 +126,26 @@ where
     req.map(Body::new)
 }
 
-/// The rescue layer's service: never fails; errors become `Status` responses.
-#[derive(Clone)]
-struct Rescue<S> {
+/// The rescue layer's service: never fails.
+fn rescuing<S>(
     inner: S,
-}
-
-impl<S> Service<Request<Body>> for Rescue<S>
+) -> impl Service<Request<Body>, Response = Response<Body>, Error = Infallible, Future: Send>
+       + Clone
+       + Send
+       + Sync
+       + 'static
 where
-    S: Service<Request<Body>, Response = Response<Body>, Error = BoxError> + Clone + Send + 'static,
+    S: Service<Request<Body>, Response = Response<Body>, Error = BoxError>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
     S::Future: Send,
 {
-    type Response = Response<Body>;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        // Readiness is awaited per request below, so that a failure there is rescued too.
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Request<Body>) -> Self::Future {
-        let inner = self.inner.clone();
-        Box::pin(async move { rescue(inner.oneshot(req).await) })
-    }
+    tower::service_fn(move |req| {
+        let inner = inner.clone();
+        async move { rescue(inner.oneshot(req).await) }
+    })
 }
 
 fn rescue(result: Result<Response<Body>, BoxError>) -> Result<Response<Body>, Infallible> {
@@ -202,48 +200,28 @@ fn passthrough_branch(shared: Arc<Shared>) -> Branch {
     }))
 }
 
-/// The metrics layer's service.
-#[derive(Clone)]
-struct Metered<S> {
-    inner: S,
+/// The metrics layer: times the request and records it by verb, resource and code.
+async fn metered(
+    inner: Steer,
     metrics: Arc<Metrics>,
-}
-
-impl<S> Service<Request<Body>> for Metered<S>
-where
-    S: Service<Request<Body>, Response = Response<Body>, Error = BoxError> + Clone + Send + 'static,
-    S::Future: Send,
-{
-    type Response = Response<Body>;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, BoxError>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Request<Body>) -> Self::Future {
-        let (verb, resource, streaming) = labels(&route_of(&req), req.uri());
-        let inner = self.inner.clone();
-        let metrics = self.metrics.clone();
-        Box::pin(async move {
-            let started = tokio::time::Instant::now();
-            let result = inner.oneshot(req).await;
-            let code = match &result {
-                Ok(resp) => resp.status().as_u16(),
-                Err(err) if err.is::<tower::load_shed::error::Overloaded>() => 429,
-                Err(_) => 500,
-            };
-            // A watch's "latency" is its lifetime: keep it out of the histogram.
-            metrics.request(
-                verb,
-                &resource,
-                code,
-                (!streaming).then(|| started.elapsed()),
-            );
-            result
-        })
-    }
+    req: Request<Body>,
+) -> Result<Response<Body>, BoxError> {
+    let (verb, resource, streaming) = labels(&route_of(&req), req.uri());
+    let started = tokio::time::Instant::now();
+    let result = inner.oneshot(req).await;
+    let code = match &result {
+        Ok(resp) => resp.status().as_u16(),
+        Err(err) if err.is::<tower::load_shed::error::Overloaded>() => 429,
+        Err(_) => 500,
+    };
+    // A watch's "latency" is its lifetime: keep it out of the histogram.
+    metrics.request(
+        verb,
+        &resource,
+        code,
+        (!streaming).then(|| started.elapsed()),
+    );
+    result
 }
 
 /// Verb and resource labels, and whether the request streams.
