@@ -21,7 +21,7 @@ pub use self::{
 use crate::{
     cache::Cache,
     resource::ResourceKind,
-    serve::response::{full, json, status, Body},
+    serve::response::{full, json, status, typed, Body},
 };
 
 /// The state the operator endpoints read.
@@ -145,18 +145,8 @@ impl Ops {
 
 /// A plain-text response, not cached by anyone in between.
 fn text(code: StatusCode, body: impl Into<bytes::Bytes>) -> Response<Body> {
-    let mut resp = Response::new(full(body));
-    *resp.status_mut() = code;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache, private"),
-    );
-    h.insert(
+    let mut resp = typed(code, "text/plain; charset=utf-8", full(body));
+    resp.headers_mut().insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );

@@ -66,13 +66,16 @@ pub fn json(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
 
 /// A JSON response around any body (a watch stream, say) with the apiserver's headers.
 pub fn json_body(code: StatusCode, body: Body) -> Response<Body> {
+    typed(code, "application/json", body)
+}
+
+/// A response with `Content-Type: content_type` and, as the apiserver sends
+/// on everything it serves, `Cache-Control: no-cache, private`.
+pub fn typed(code: StatusCode, content_type: &'static str, body: Body) -> Response<Body> {
     let mut resp = Response::new(body);
     *resp.status_mut() = code;
     let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache, private"),
