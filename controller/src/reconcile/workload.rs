@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 use super::{controlled_by, now, Context, Error, FIELD_MANAGER};
 use crate::crd::GridTemplates;
 use crate::names::{GridUniqKey, NodeUnit, TemplateName};
-use crate::render::name::{child_name, NameRule};
-use crate::render::{self, GridError, SiteError, SiteResults, GRID_SELECTOR_LABEL};
+use crate::render::name::child_name;
+use crate::render::{self, GridError, SiteError, SiteResults, Workload, GRID_SELECTOR_LABEL};
 use crate::status::{self, reason, Failure};
 use crate::{DeploymentGrid, StatefulSetGrid};
 
@@ -33,7 +33,8 @@ pub trait WorkloadGrid:
     + 'static
 {
     /// The workload each site runs.
-    type Child: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    type Child: Workload
+        + Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
         + Serialize
         + DeserializeOwned
@@ -43,9 +44,6 @@ pub trait WorkloadGrid:
         + 'static;
     /// The spec with the template fields.
     type Spec: GridTemplates;
-
-    /// How the children are named.
-    const NAME_RULE: NameRule;
 
     /// `spec.gridUniqKey`.
     fn key(&self) -> &GridUniqKey;
@@ -66,11 +64,10 @@ pub trait WorkloadGrid:
 /// The parts of [`WorkloadGrid`] that read the same fields on both grid kinds
 /// (kube-derive makes one concrete type per CRD, so they cannot share a struct).
 macro_rules! workload_grid {
-    ($grid:ty, $child:ty, $spec:ty, $rule:expr, $render:path, |$c:ident| $ready:expr) => {
+    ($grid:ty, $child:ty, $spec:ty, $render:path, |$c:ident| $ready:expr) => {
         impl WorkloadGrid for $grid {
             type Child = $child;
             type Spec = $spec;
-            const NAME_RULE: NameRule = $rule;
 
             fn key(&self) -> &GridUniqKey {
                 &self.spec.grid_uniq_key
@@ -107,7 +104,6 @@ workload_grid!(
     DeploymentGrid,
     Deployment,
     crate::DeploymentGridSpec,
-    NameRule::Subdomain,
     render::render_deployments,
     |child| {
         let want = child.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
@@ -123,7 +119,6 @@ workload_grid!(
     StatefulSetGrid,
     StatefulSet,
     crate::StatefulSetGridSpec,
-    NameRule::StatefulSetLabel,
     render::render_statefulsets,
     |child| {
         let want = child.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
@@ -180,7 +175,7 @@ pub async fn reconcile_workload<G: WorkloadGrid>(
     let mut keep = BTreeSet::new();
     let mut apply_failures = 0;
     for (unit, result) in rendered {
-        let name = child_name(&format!("{grid_name}-{unit}"), G::NAME_RULE);
+        let name = child_name(&format!("{grid_name}-{unit}"), G::Child::NAME_RULE);
         keep.insert(name.clone());
         let outcome = match result {
             Ok(desired) => ctx

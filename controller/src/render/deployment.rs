@@ -2,11 +2,29 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::name::NameRule;
-use super::{pin_to_site, render_sites, GridError, SiteResults};
+use super::{render_sites, GridError, SiteResults, Workload};
 use crate::{DeploymentGrid, NodeUnit};
+
+impl Workload for Deployment {
+    type Spec = DeploymentSpec;
+    const NAME_RULE: NameRule = NameRule::Subdomain;
+
+    fn pod_template(spec: &mut DeploymentSpec) -> &mut PodTemplateSpec {
+        &mut spec.template
+    }
+    fn new(metadata: ObjectMeta, spec: DeploymentSpec) -> Self {
+        Deployment {
+            metadata,
+            spec: Some(spec),
+            status: None,
+        }
+    }
+}
 
 /// The Deployment each site of `grid` should run.
 ///
@@ -18,21 +36,5 @@ pub fn render_deployments(
     grid: &DeploymentGrid,
     units: &BTreeSet<NodeUnit>,
 ) -> Result<SiteResults<Deployment>, GridError> {
-    let key = &grid.spec.grid_uniq_key;
-    render_sites(
-        grid,
-        &grid.spec,
-        units,
-        key,
-        NameRule::Subdomain,
-        |metadata, template, unit| {
-            let mut spec = template.clone();
-            pin_to_site(&mut spec.template, key, unit);
-            Deployment {
-                metadata,
-                spec: Some(spec),
-                status: None,
-            }
-        },
-    )
+    render_sites(grid, &grid.spec, units, &grid.spec.grid_uniq_key)
 }

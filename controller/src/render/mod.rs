@@ -80,19 +80,31 @@ where
     })
 }
 
+/// A workload a grid runs per site (Deployment, StatefulSet).
+pub trait Workload: Sized {
+    /// Its spec, as the grid's templates hold it.
+    type Spec: Clone;
+    /// How its name must look.
+    const NAME_RULE: name::NameRule;
+    /// The spec's pod template.
+    fn pod_template(spec: &mut Self::Spec) -> &mut PodTemplateSpec;
+    /// The object.
+    fn new(metadata: ObjectMeta, spec: Self::Spec) -> Self;
+}
+
 /// Renders one workload per site: picks each site's template, names the
-/// child `{grid}-{unit}` under `rule`, and hands both to `build`.
-fn render_sites<K, S, T>(
+/// child `{grid}-{unit}` under the workload's rule, and pins its pods to the
+/// site (`nodeSelector[key] = unit`).
+fn render_sites<K, S, W>(
     grid: &K,
     spec: &S,
     units: &BTreeSet<NodeUnit>,
     key: &GridUniqKey,
-    rule: name::NameRule,
-    build: impl Fn(ObjectMeta, &S::Spec, &NodeUnit) -> T,
-) -> Result<SiteResults<T>, GridError>
+) -> Result<SiteResults<W>, GridError>
 where
     K: Resource<DynamicType = ()>,
-    S: GridTemplates,
+    S: GridTemplates<Spec = W::Spec>,
+    W: Workload,
 {
     let grid_name = grid.meta().name.as_deref().ok_or(GridError::NotPersisted)?;
     units
@@ -100,8 +112,10 @@ where
         .map(|unit| {
             let child = match spec.template_for(unit) {
                 Ok(template) => {
-                    let name = name::child_name(&format!("{grid_name}-{unit}"), rule);
-                    Ok(build(child_meta(grid, name, key)?, template, unit))
+                    let name = name::child_name(&format!("{grid_name}-{unit}"), W::NAME_RULE);
+                    let mut spec = template.clone();
+                    pin_to_site(W::pod_template(&mut spec), key, unit);
+                    Ok(W::new(child_meta(grid, name, key)?, spec))
                 }
                 Err(template) => Err(SiteError::UnknownTemplate {
                     unit: unit.clone(),

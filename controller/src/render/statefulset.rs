@@ -2,11 +2,29 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::name::NameRule;
-use super::{pin_to_site, render_sites, GridError, SiteResults};
+use super::{render_sites, GridError, SiteResults, Workload};
 use crate::{NodeUnit, StatefulSetGrid};
+
+impl Workload for StatefulSet {
+    type Spec = StatefulSetSpec;
+    const NAME_RULE: NameRule = NameRule::StatefulSetLabel;
+
+    fn pod_template(spec: &mut StatefulSetSpec) -> &mut PodTemplateSpec {
+        &mut spec.template
+    }
+    fn new(metadata: ObjectMeta, spec: StatefulSetSpec) -> Self {
+        StatefulSet {
+            metadata,
+            spec: Some(spec),
+            status: None,
+        }
+    }
+}
 
 /// The StatefulSet each site of `grid` should run.
 ///
@@ -19,21 +37,5 @@ pub fn render_statefulsets(
     grid: &StatefulSetGrid,
     units: &BTreeSet<NodeUnit>,
 ) -> Result<SiteResults<StatefulSet>, GridError> {
-    let key = &grid.spec.grid_uniq_key;
-    render_sites(
-        grid,
-        &grid.spec,
-        units,
-        key,
-        NameRule::StatefulSetLabel,
-        |metadata, template, unit| {
-            let mut spec = template.clone();
-            pin_to_site(&mut spec.template, key, unit);
-            StatefulSet {
-                metadata,
-                spec: Some(spec),
-                status: None,
-            }
-        },
-    )
+    render_sites(grid, &grid.spec, units, &grid.spec.grid_uniq_key)
 }
