@@ -173,7 +173,6 @@ pub async fn reconcile_workload<G: WorkloadGrid>(
     let mut ready = BTreeSet::new();
     let mut failures = BTreeMap::new();
     let mut keep = BTreeSet::new();
-    let mut apply_failures = 0;
     for (unit, result) in rendered {
         let name = child_name(&format!("{grid_name}-{unit}"), G::Child::NAME_RULE);
         keep.insert(name.clone());
@@ -181,12 +180,9 @@ pub async fn reconcile_workload<G: WorkloadGrid>(
             Ok(desired) => ctx
                 .apply_child(&api, &desired, existing.get(&name))
                 .await
-                .map_err(|err| {
-                    apply_failures += 1;
-                    Failure {
-                        reason: reason::APPLY_FAILED,
-                        message: format!("site {unit}: {child_kind} {name}: {err}"),
-                    }
+                .map_err(|err| Failure {
+                    reason: reason::APPLY_FAILED,
+                    message: format!("site {unit}: {child_kind} {name}: {err}"),
                 }),
             Err(err @ SiteError::UnknownTemplate { .. }) => Err(Failure {
                 reason: reason::TEMPLATE_NOT_FOUND,
@@ -233,6 +229,11 @@ pub async fn reconcile_workload<G: WorkloadGrid>(
     }
     ctx.apply_status(&*grid, previous.as_ref(), status).await?;
 
+    // A missing template waits for the user; a refused apply is retried.
+    let apply_failures = failures
+        .values()
+        .filter(|f| f.reason == reason::APPLY_FAILED)
+        .count();
     if apply_failures > 0 {
         return Err(Error::Sites {
             failed: apply_failures,
