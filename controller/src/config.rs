@@ -71,7 +71,7 @@ pub struct ControllerArgs {
     pub concurrent_syncs: u16,
     /// Logging.
     #[command(flatten)]
-    pub log: sitegrid_cli::LogArgs,
+    pub log: sitegrid_runtime::LogArgs,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

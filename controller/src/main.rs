@@ -29,7 +29,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("{}", sitegrid_cli::error_line("sitegrid-controller", &err));
+            eprintln!(
+                "{}",
+                sitegrid_runtime::error_line("sitegrid-controller", &err)
+            );
             ExitCode::FAILURE
         }
     }
@@ -37,7 +40,7 @@ fn main() -> ExitCode {
 
 async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
     args.validate().map_err(anyhow::Error::msg)?;
-    let config = sitegrid_cli::kube_config(args.kubeconfig.as_deref()).await?;
+    let config = sitegrid_runtime::kube_config(args.kubeconfig.as_deref()).await?;
     let client = kube::Client::try_from(config).context("building the API client")?;
     let listener = tokio::net::TcpListener::bind(args.bind_address)
         .await
@@ -53,7 +56,7 @@ async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
     let ops_task = tokio::spawn(ops::serve(listener, ops_state.clone(), stopped()));
     tracing::info!(address = %args.bind_address, "serving /healthz, /readyz and /metrics");
     tokio::spawn(async move {
-        sitegrid_cli::shutdown_signal().await;
+        sitegrid_runtime::shutdown_signal().await;
         tracing::info!("shutting down");
         let _ = stop_tx.send(true);
     });

@@ -97,7 +97,7 @@ pub struct ProxyArgs {
     pub shutdown_grace_seconds: u64,
     /// Logging.
     #[command(flatten)]
-    pub log: sitegrid_cli::LogArgs,
+    pub log: sitegrid_runtime::LogArgs,
 }
 
 impl ProxyArgs {

@@ -16,7 +16,7 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("{}", sitegrid_cli::error_line("sitegrid-proxy", &err));
+            eprintln!("{}", sitegrid_runtime::error_line("sitegrid-proxy", &err));
             ExitCode::FAILURE
         }
     }
@@ -30,14 +30,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "{}",
                 demo::instructions(proxy.local_addr, &upstream.url(), &args.hostname)
             );
-            sitegrid_cli::shutdown_signal().await;
+            sitegrid_runtime::shutdown_signal().await;
             proxy.shutdown().await;
             upstream.shutdown().await;
             Ok(())
         }
         None => {
             let args = &cli.proxy;
-            let config = sitegrid_cli::kube_config(args.kubeconfig.as_deref()).await?;
+            let config = sitegrid_runtime::kube_config(args.kubeconfig.as_deref()).await?;
             let mut opts = ProxyOptions::new(args.node_name(), args.bind_address);
             opts.cache = args.cache_config();
             opts.serve = args.serve_settings();
@@ -51,7 +51,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 passthrough_inflight: args.max_requests_inflight,
             };
             let proxy = start(config, opts).await?;
-            sitegrid_cli::shutdown_signal().await;
+            sitegrid_runtime::shutdown_signal().await;
             proxy.shutdown().await;
             Ok(())
         }

@@ -3,10 +3,10 @@
 //! the answer streams back unchanged (status, headers, body; watches of other
 //! kinds included).
 
-use apimachinery::Status;
 use bytes::Bytes;
 use http::{header, HeaderName, Request, Response};
 use http_body_util::{LengthLimitError, Limited};
+use sitegrid_apimachinery::Status;
 use tower::ServiceExt;
 use tracing::warn;
 

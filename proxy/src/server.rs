@@ -126,7 +126,7 @@ pub async fn serve_ops(listener: TcpListener, ops: Arc<Ops>) {
                 .handle(req.method(), req.uri().path(), req.uri().query())
                 .await;
             Ok::<_, std::convert::Infallible>(found.unwrap_or_else(|| {
-                crate::serve::response::status(&apimachinery::Status::not_found_resource())
+                crate::serve::response::status(&sitegrid_apimachinery::Status::not_found_resource())
             }))
         }
     });

@@ -20,9 +20,9 @@ use std::{
     task::{Context, Poll},
 };
 
-use apimachinery::Status;
 use bytes::Bytes;
 use http::{Request, Response};
+use sitegrid_apimachinery::Status;
 use tower::{
     limit::ConcurrencyLimitLayer, load_shed::LoadShedLayer, util::BoxCloneSyncService, Service,
     ServiceBuilder, ServiceExt,

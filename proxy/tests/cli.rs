@@ -7,7 +7,10 @@ fn run(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_sitegrid-proxy"))
         .args(args)
         .env_remove("KUBECONFIG")
-        .env("HOME", std::env::temp_dir().join("sitegrid-cli-test-home"))
+        .env(
+            "HOME",
+            std::env::temp_dir().join("sitegrid-runtime-test-home"),
+        )
         .output()
         .unwrap();
     (
@@ -53,7 +56,7 @@ fn a_missing_kubeconfig_names_the_file() {
 #[test]
 fn an_invalid_kubeconfig_is_one_line() {
     let path = std::env::temp_dir().join(format!(
-        "sitegrid-cli-bad-{}.kubeconfig",
+        "sitegrid-runtime-bad-{}.kubeconfig",
         std::process::id()
     ));
     std::fs::write(&path, "clusters: [").unwrap();
@@ -81,7 +84,7 @@ fn cert_and_key_go_together() {
 
 #[test]
 fn an_unreadable_certificate_names_the_flag_and_file() {
-    let dir = std::env::temp_dir().join(format!("sitegrid-cli-tls-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("sitegrid-runtime-tls-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
     // A valid kubeconfig; the upstream is never reached because the certificate fails first.

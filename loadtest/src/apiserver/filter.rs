@@ -1,9 +1,9 @@
 //! Which objects a list or watch sees: its namespace plus the label and field
-//! selectors, parsed and worded by `apimachinery::selector`.
+//! selectors, parsed and worded by `sitegrid_apimachinery::selector`.
 
-use apimachinery::selector::{FieldSelector, LabelSelector, UnknownFieldWording};
-use apimachinery::Status;
 use serde_json::Value;
+use sitegrid_apimachinery::selector::{FieldSelector, LabelSelector, UnknownFieldWording};
+use sitegrid_apimachinery::Status;
 
 use super::object::Obj;
 use super::resource::ResourceType;

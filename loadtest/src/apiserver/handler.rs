@@ -6,12 +6,12 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use apimachinery::Status;
 use bytes::Bytes;
 use http::header::{HeaderValue, ACCEPT, CACHE_CONTROL, CONTENT_TYPE, HOST};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full, Limited};
 use serde_json::Value;
+use sitegrid_apimachinery::Status;
 
 use super::discovery;
 use super::filter::Filter;

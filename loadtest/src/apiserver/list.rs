@@ -10,12 +10,12 @@
 
 use std::sync::Arc;
 
-use apimachinery::Status;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use sitegrid_apimachinery::Status;
 
 use super::filter::Filter;
 use super::object::{push_json_str, Obj};

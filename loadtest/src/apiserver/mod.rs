@@ -12,11 +12,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use apimachinery::Status;
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 use parking_lot::Mutex;
 use serde_json::Value;
+use sitegrid_apimachinery::Status;
 
 mod discovery;
 mod filter;

@@ -1,8 +1,8 @@
 //! PATCH bodies: JSON merge patch (RFC 7386, also used for strategic merge
 //! patch) and JSON patch (RFC 6902).
 
-use apimachinery::Status;
 use serde_json::{Map, Value};
+use sitegrid_apimachinery::Status;
 
 /// The patch flavours selected by the request's Content-Type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! Query parameters of list, watch and get requests, validated the way
 //! kube-apiserver validates them.
 
-use apimachinery::status::{StatusCause, StatusDetails};
-use apimachinery::Status;
+use sitegrid_apimachinery::status::{StatusCause, StatusDetails};
+use sitegrid_apimachinery::Status;
 
 /// Decode `application/x-www-form-urlencoded` text (`+` is a space).
 pub(crate) fn percent_decode(s: &str) -> String {

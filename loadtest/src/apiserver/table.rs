@@ -11,10 +11,10 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use apimachinery::table::{column_definitions, row, table, IncludeObject};
-use apimachinery::Status;
 use bytes::Bytes;
 use serde_json::{json, Value};
+use sitegrid_apimachinery::table::{column_definitions, row, table, IncludeObject};
+use sitegrid_apimachinery::Status;
 
 use super::list::Page;
 use super::object::Obj;

@@ -11,11 +11,11 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
 
-use apimachinery::Status;
 use bytes::Bytes;
 use futures::StreamExt as _;
 use http_body_util::{BodyExt as _, StreamBody};
 use hyper::body::Frame;
+use sitegrid_apimachinery::Status;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 

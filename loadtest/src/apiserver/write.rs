@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use apimachinery::status::{StatusCause, StatusDetails};
-use apimachinery::Status;
 use serde_json::{Map, Value};
+use sitegrid_apimachinery::status::{StatusCause, StatusDetails};
+use sitegrid_apimachinery::Status;
 
 use super::object::{canonicalize, meta_mut, meta_str, name_suffix, new_uid, now_rfc3339, Obj};
 use super::patch::{self, PatchKind};
@@ -115,9 +115,9 @@ fn prepare(rt: &ResourceType, namespace: &str, body: Value) -> Result<Map<String
     if rt.group == DISCOVERY_GROUP && version != rt.version {
         let mut v = Value::Object(body);
         if rt.version == "v1" {
-            apimachinery::endpointslice::v1beta1_to_v1(&mut v);
+            sitegrid_apimachinery::endpointslice::v1beta1_to_v1(&mut v);
         } else {
-            apimachinery::endpointslice::v1_to_v1beta1(&mut v);
+            sitegrid_apimachinery::endpointslice::v1_to_v1beta1(&mut v);
         }
         let Value::Object(converted) = v else {
             return Err(Status::internal_error(

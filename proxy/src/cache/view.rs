@@ -2,8 +2,8 @@
 
 use std::sync::OnceLock;
 
-use apimachinery::endpointslice;
 use serde_json::{Map, Value};
+use sitegrid_apimachinery::endpointslice;
 
 use crate::{
     encode::{encode_body, Encoded},
@@ -130,7 +130,7 @@ impl ViewLabels {
     }
 }
 
-impl apimachinery::selector::Labels for ViewLabels {
+impl sitegrid_apimachinery::selector::Labels for ViewLabels {
     fn get(&self, key: &str) -> Option<&str> {
         self.0
             .binary_search_by(|(k, _)| (**k).cmp(key))

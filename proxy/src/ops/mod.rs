@@ -11,8 +11,8 @@ pub mod watchers;
 
 use std::sync::Arc;
 
-use apimachinery::Status;
 use http::{header, HeaderValue, Method, Response, StatusCode};
+use sitegrid_apimachinery::Status;
 
 pub use self::{
     metrics::{Metrics, WatchGuard},

@@ -8,10 +8,10 @@ use std::{
     time::Duration,
 };
 
-use apimachinery::Status;
 use flate2::{write::GzEncoder, Compression};
 use http::{header, HeaderValue, Response};
 use pprof::protos::Message;
+use sitegrid_apimachinery::Status;
 
 use crate::serve::response::{full, status, Body};
 

@@ -1,8 +1,8 @@
 //! GET of one object from the cache.
 
-use apimachinery::Status;
 use bytes::Bytes;
 use serde_json::json;
+use sitegrid_apimachinery::Status;
 
 use super::{negotiate::Format, render, route::CachedRequest};
 use crate::cache::Cache;
@@ -26,7 +26,7 @@ pub fn get(cache: &Cache, req: &CachedRequest, format: Format) -> Result<Bytes, 
         Format::Table { api_version } => {
             let include = render::include(req).map_err(Status::bad_request)?;
             let meta = json!({"resourceVersion": view.rv.to_string()});
-            let t = apimachinery::table::table(
+            let t = sitegrid_apimachinery::table::table(
                 kind.plural(),
                 api_version,
                 meta,

@@ -2,11 +2,11 @@
 
 use std::{sync::Arc, time::Duration};
 
-use apimachinery::{
+use serde_json::{json, Map, Value};
+use sitegrid_apimachinery::{
     continue_token::{next_start, ContinueToken},
     Status,
 };
-use serde_json::{json, Map, Value};
 
 use super::{
     negotiate::Format,

@@ -13,8 +13,8 @@ mod watch;
 
 use std::{sync::Arc, time::Duration};
 
-use apimachinery::Status;
 use http::{header, HeaderMap, Response, StatusCode};
+use sitegrid_apimachinery::Status;
 
 pub use list::RV_WAIT;
 use negotiate::{negotiate, Format};

@@ -1,6 +1,6 @@
 //! Validating list/watch options the way kube-apiserver does.
 
-use apimachinery::{
+use sitegrid_apimachinery::{
     selector::{FieldSelector, LabelSelector, UnknownFieldWording},
     status::StatusCause,
     Status,

@@ -1,6 +1,6 @@
 //! The list/watch query parameters kube-apiserver understands, parsed once.
 
-use apimachinery::Status;
+use sitegrid_apimachinery::Status;
 
 /// The query of a list, watch or get request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use apimachinery::table::{self, IncludeObject};
 use bytes::Bytes;
 use serde_json::Value;
+use sitegrid_apimachinery::table::{self, IncludeObject};
 
 use super::route::CachedRequest;
 use crate::cache::View;

@@ -2,10 +2,10 @@
 
 use std::convert::Infallible;
 
-use apimachinery::Status;
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
+use sitegrid_apimachinery::Status;
 
 /// Any error a response body may fail with (passthrough bodies can).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

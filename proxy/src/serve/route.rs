@@ -48,7 +48,7 @@ pub enum Route {
     /// Served from the cache.
     Cached(CachedRequest),
     /// A cached path with a malformed query: answered with this Status.
-    Invalid(apimachinery::Status),
+    Invalid(sitegrid_apimachinery::Status),
     /// Anything else: forwarded upstream.
     Passthrough,
 }

@@ -10,12 +10,12 @@
 
 use std::{sync::Arc, time::Duration};
 
-use apimachinery::{status::StatusCause, table, Status};
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body::Frame;
 use http_body_util::StreamBody;
 use serde_json::{json, Value};
+use sitegrid_apimachinery::{status::StatusCause, table, Status};
 use tokio::{
     sync::{broadcast::error::RecvError, mpsc},
     time::{sleep_until, Instant},
