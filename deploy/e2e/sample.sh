@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Load the two-site SuperEdge example into the cluster of cluster.sh, the
-# same data as the in-memory sample (loadtest/src/sample), but here the real
+# same data as the in-memory sample (fakeapi/src/sample), but here the real
 # controller-manager produces the Endpoints and EndpointSlices:
 #   - nodes bj-1..3 (location=beijing) and gz-1..3 (location=guangzhou),
 #     Ready, with an InternalIP (API objects only: no kubelet);
@@ -18,7 +18,7 @@ RUN=${SITEGRID_E2E_RUN:-/tmp/sitegrid-e2e}
 export KUBECONFIG=$RUN/admin.kubeconfig
 WAIT=${SITEGRID_E2E_WAIT:-60}
 
-# name location InternalIP (as in loadtest/src/sample)
+# name location InternalIP (as in fakeapi/src/sample)
 NODES=(
     "bj-1 beijing 192.0.2.11" "bj-2 beijing 192.0.2.12" "bj-3 beijing 192.0.2.13"
     "gz-1 guangzhou 192.0.2.21" "gz-2 guangzhou 192.0.2.22" "gz-3 guangzhou 192.0.2.23"

@@ -3,7 +3,7 @@
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser};
 
 use crate::{
     cache::CacheConfig,
@@ -16,37 +16,9 @@ use crate::{
 #[derive(Debug, Parser)]
 #[command(name = "sitegrid-proxy", version, about, long_about = None)]
 pub struct Cli {
-    /// What to run (default: the proxy).
-    #[command(subcommand)]
-    pub command: Option<Command>,
     /// Proxy flags.
     #[command(flatten)]
     pub proxy: ProxyArgs,
-}
-
-/// Subcommands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Start an in-memory API server loaded with the two-site sample cluster
-    /// and a proxy for one of its nodes; prints kubectl commands to try.
-    Demo(DemoArgs),
-}
-
-/// Flags of the demo.
-#[derive(Debug, Args)]
-pub struct DemoArgs {
-    /// The node the proxy plays (bj-1..3 are in beijing, gz-1..3 in guangzhou).
-    #[arg(long, default_value = "bj-1")]
-    pub hostname: String,
-    /// Where the proxy listens.
-    #[arg(long, default_value = "127.0.0.1:51006")]
-    pub bind_address: SocketAddr,
-    /// Where the in-memory API server listens.
-    #[arg(long, default_value = "127.0.0.1:51007")]
-    pub upstream_address: SocketAddr,
-    /// EndpointSlice version the in-memory API server serves (v1, or v1beta1 like Kubernetes 1.20).
-    #[arg(long, default_value = "v1", value_parser = ["v1", "v1beta1"])]
-    pub endpointslice_version: String,
 }
 
 /// Flags of the proxy.
@@ -54,7 +26,7 @@ pub struct DemoArgs {
 pub struct ProxyArgs {
     /// kubeconfig naming the API server and the proxy's credentials (default:
     /// $KUBECONFIG, then ~/.kube/config, then the in-cluster service account).
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// This node's name; its labels decide which endpoints are local (default: $NODE_NAME, then the host name).
     #[arg(long, env = "NODE_NAME")]

@@ -8,15 +8,14 @@
 
 pub mod cache;
 
+pub mod app;
 pub mod config;
-pub mod demo;
 pub mod encode;
 pub mod object;
 pub mod ops;
 pub mod passthrough;
 pub mod reflector;
 pub mod resource;
-pub mod run;
 pub mod serve;
 pub mod server;
 pub mod stack;

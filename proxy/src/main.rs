@@ -4,9 +4,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use sitegrid_proxy::{
-    config::{Cli, Command},
-    demo,
-    run::{start, ProxyOptions},
+    app::{start, ProxyOptions},
+    config::Cli,
 };
 
 #[tokio::main]
@@ -23,37 +22,22 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    match &cli.command {
-        Some(Command::Demo(args)) => {
-            let (upstream, proxy) = demo::start_demo(args).await?;
-            println!(
-                "{}",
-                demo::instructions(proxy.local_addr, &upstream.url(), &args.hostname)
-            );
-            sitegrid_runtime::shutdown_signal().await;
-            proxy.shutdown().await;
-            upstream.shutdown().await;
-            Ok(())
-        }
-        None => {
-            let args = &cli.proxy;
-            let config = sitegrid_runtime::kube_config(args.kubeconfig.as_deref()).await?;
-            let mut opts = ProxyOptions::new(args.node_name(), args.bind_address);
-            opts.cache = args.cache_config();
-            opts.serve = args.serve_settings();
-            opts.max_body = args.max_body_bytes;
-            opts.grace = std::time::Duration::from_secs(args.shutdown_grace_seconds);
-            opts.tls = args.tls_files();
-            opts.debug = args.debug;
-            opts.metrics_bind_address = args.metrics_bind_address;
-            opts.limits = sitegrid_proxy::stack::Limits {
-                cached_inflight: args.max_requests_inflight,
-                passthrough_inflight: args.max_requests_inflight,
-            };
-            let proxy = start(config, opts).await?;
-            sitegrid_runtime::shutdown_signal().await;
-            proxy.shutdown().await;
-            Ok(())
-        }
-    }
+    let args = &cli.proxy;
+    let config = sitegrid_runtime::kube_config(args.kubeconfig.as_deref()).await?;
+    let mut opts = ProxyOptions::new(args.node_name(), args.bind_address);
+    opts.cache = args.cache_config();
+    opts.serve = args.serve_settings();
+    opts.max_body = args.max_body_bytes;
+    opts.grace = std::time::Duration::from_secs(args.shutdown_grace_seconds);
+    opts.tls = args.tls_files();
+    opts.debug = args.debug;
+    opts.metrics_bind_address = args.metrics_bind_address;
+    opts.limits = sitegrid_proxy::stack::Limits {
+        cached_inflight: args.max_requests_inflight,
+        passthrough_inflight: args.max_requests_inflight,
+    };
+    let proxy = start(config, opts).await?;
+    sitegrid_runtime::shutdown_signal().await;
+    proxy.shutdown().await;
+    Ok(())
 }

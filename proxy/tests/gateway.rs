@@ -10,11 +10,11 @@ use bytes::Bytes;
 use http::{Method, Request};
 use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
-use loadtest::{sample, ApiServer, ApiServerConfig, ServerHandle};
 use serde_json::{json, Value};
+use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig, ServerHandle};
 use sitegrid_proxy::{
+    app::{start, ProxyOptions, RunningProxy},
     cache::CacheConfig,
-    run::{start, ProxyOptions, RunningProxy},
     serve::ServeSettings,
     server::Shared,
     stack::{boxed_request, gateway, Limits},

@@ -4,13 +4,13 @@
 
 use std::{net::IpAddr, path::PathBuf, process::Command, time::Duration};
 
-use loadtest::{sample, ApiServer, ApiServerConfig};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose, SanType,
 };
+use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
 use sitegrid_proxy::{
-    run::{start, ProxyOptions},
+    app::{start, ProxyOptions},
     tls::TlsFiles,
 };
 

@@ -6,9 +6,9 @@ use std::{process::Command, time::Duration};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
-use loadtest::{sample, ApiServer, ApiServerConfig, ServerHandle};
 use serde_json::{json, Value};
-use sitegrid_proxy::run::{start, ProxyOptions, RunningProxy};
+use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig, ServerHandle};
+use sitegrid_proxy::app::{start, ProxyOptions, RunningProxy};
 
 struct Env {
     api: ApiServer,

@@ -22,8 +22,8 @@ use hyper_util::{
     client::legacy::{connect::HttpConnector, Client},
     rt::TokioExecutor,
 };
-use loadtest::{sample, ApiServer, ApiServerConfig};
 use serde_json::{json, Value};
+use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
 
 /// Flags.
 #[derive(Debug, Parser)]

@@ -3,8 +3,8 @@
 mod common;
 
 use common::{start, start_default};
-use loadtest::ApiServerConfig;
 use serde_json::{json, Value};
+use sitegrid_fakeapi::ApiServerConfig;
 
 fn resource<'a>(list: &'a Value, name: &str) -> &'a Value {
     list["resources"]
@@ -108,7 +108,8 @@ async fn only_the_configured_endpointslice_version_is_served() {
         ..ApiServerConfig::default()
     })
     .await;
-    h.server.load(loadtest::sample::two_sites("v1beta1"));
+    h.server
+        .load(sitegrid_fakeapi::sample::two_sites("v1beta1"));
     let apis = h.client.get("/apis").await.json();
     assert_eq!(
         apis["groups"][0]["versions"],

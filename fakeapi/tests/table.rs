@@ -20,7 +20,7 @@ const KUBECTL_ACCEPT: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,\
 /// A server loaded with the two-site sample (EndpointSlices in v1).
 async fn two_sites() -> Harness {
     let h = start_default().await;
-    h.server.load(loadtest::sample::two_sites("v1"));
+    h.server.load(sitegrid_fakeapi::sample::two_sites("v1"));
     h
 }
 

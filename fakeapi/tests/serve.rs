@@ -10,7 +10,7 @@ use serde_json::json;
 #[tokio::test]
 async fn h2c_and_http1_both_work() {
     let h = start_default().await;
-    h.server.load(loadtest::sample::two_sites("v1"));
+    h.server.load(sitegrid_fakeapi::sample::two_sites("v1"));
     let h2 = Http::new(h.handle.url(), true);
     let r = h2.get("/api/v1/nodes").await;
     assert_eq!(r.code(), 200);

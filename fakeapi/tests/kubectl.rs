@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use common::start;
-use loadtest::ApiServerConfig;
 use serde_json::Value;
+use sitegrid_fakeapi::ApiServerConfig;
 
 fn kubectl_available() -> bool {
     match Command::new("kubectl")
@@ -76,7 +76,7 @@ async fn kubectl_reads_and_writes() {
         return;
     }
     let h = start(ApiServerConfig::default()).await;
-    h.server.load(loadtest::sample::two_sites("v1"));
+    h.server.load(sitegrid_fakeapi::sample::two_sites("v1"));
     let url = h.handle.url();
     let home = temp_home("v1");
 
@@ -168,7 +168,8 @@ async fn kubectl_with_v1beta1_endpointslices() {
         ..ApiServerConfig::default()
     })
     .await;
-    h.server.load(loadtest::sample::two_sites("v1beta1"));
+    h.server
+        .load(sitegrid_fakeapi::sample::two_sites("v1beta1"));
     let home = temp_home("v1beta1");
     let json: Value = serde_json::from_str(
         &kubectl(
@@ -193,7 +194,7 @@ async fn kubectl_prints_server_side_tables() {
         return;
     }
     let h = start(ApiServerConfig::default()).await;
-    h.server.load(loadtest::sample::two_sites("v1"));
+    h.server.load(sitegrid_fakeapi::sample::two_sites("v1"));
     let url = h.handle.url();
     let home = temp_home("table");
 

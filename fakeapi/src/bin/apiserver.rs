@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
-use loadtest::{sample, ApiServer, ApiServerConfig};
+use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
 
 /// Which sample cluster to load.
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -317,7 +317,7 @@ async fn selectors_resource_versions_and_bad_input() {
 async fn large_lists_arrive_whole() {
     let h = start_default().await;
     h.server
-        .load(loadtest::sample::synthetic(4, 5, 300, 10, "v1"));
+        .load(sitegrid_fakeapi::sample::synthetic(4, 5, 300, 10, "v1"));
     let slices = h
         .client
         .get("/apis/discovery.k8s.io/v1/endpointslices")

@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::{configmap, endpoints, start, start_default, summary};
-use loadtest::ApiServerConfig;
 use serde_json::json;
+use sitegrid_fakeapi::ApiServerConfig;
 
 fn s(t: &str, n: &str, rv: u64) -> (String, String, String) {
     (t.to_owned(), n.to_owned(), rv.to_string())

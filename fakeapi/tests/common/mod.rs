@@ -10,8 +10,8 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use loadtest::{ApiServer, ApiServerConfig, ServerHandle};
 use serde_json::Value;
+use sitegrid_fakeapi::{ApiServer, ApiServerConfig, ServerHandle};
 
 /// Generous bound on anything a test waits for, so a bug fails instead of hanging.
 pub const WAIT: Duration = Duration::from_secs(10);
