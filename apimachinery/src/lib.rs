@@ -1,6 +1,7 @@
 //! Kubernetes API machinery shared by sitegrid's proxy and its in-memory API
 //! server: the `Status` error object, label and field selectors, continue
-//! tokens, server-side tables and EndpointSlice version conversion.
+//! tokens, content negotiation, server-side tables and EndpointSlice version
+//! conversion.
 //!
 //! Everything here is pure (no I/O) and reproduces what kube-apiserver 1.20
 //! sends, byte for byte where a client could tell the difference (see
@@ -10,6 +11,7 @@
 pub mod continue_token;
 pub mod duration;
 pub mod endpointslice;
+pub mod negotiate;
 pub mod selector;
 pub mod status;
 pub mod table;

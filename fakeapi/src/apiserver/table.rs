@@ -13,6 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use serde_json::{json, Value};
+use sitegrid_apimachinery::negotiate::{negotiate, Format};
 use sitegrid_apimachinery::table::{column_definitions, row, table, IncludeObject};
 use sitegrid_apimachinery::Status;
 
@@ -43,7 +44,9 @@ impl TableRequest {
         if column_definitions(rt.plural).is_none() {
             return Ok(None);
         }
-        let Some(api_version) = accept.and_then(table_version) else {
+        // Whatever is not a Table (JSON first, or nothing this server can
+        // produce) is answered with plain JSON.
+        let Some(Format::Table { api_version }) = negotiate(accept) else {
             return Ok(None);
         };
         let include = parse_pairs(query)
@@ -85,43 +88,6 @@ impl TableRequest {
     }
 }
 
-/// The Table version the first usable media range of `accept` asks for;
-/// `None` when plain JSON comes first (or nothing offered is a Table).
-/// Ranges this server cannot produce (protobuf, `as=PartialObjectMetadata`)
-/// and `q=0` ranges are passed over, as in kube-apiserver's negotiation.
-fn table_version(accept: &str) -> Option<&'static str> {
-    for range in accept.split(',') {
-        let mut parts = range.split(';').map(str::trim);
-        let media = parts.next().unwrap_or("").to_ascii_lowercase();
-        if !matches!(media.as_str(), "application/json" | "application/*" | "*/*") {
-            continue;
-        }
-        let (mut as_, mut group, mut version, mut refused) = (None, None, None, false);
-        for param in parts {
-            let (k, v) = param.split_once('=').unwrap_or((param, ""));
-            match k.trim() {
-                "as" => as_ = Some(v.trim()),
-                "g" => group = Some(v.trim()),
-                "v" => version = Some(v.trim()),
-                "q" => refused = v.trim().parse::<f32>().is_ok_and(|q| q <= 0.0),
-                _ => {}
-            }
-        }
-        match (refused, as_, group, version) {
-            (true, ..) => continue,
-            (false, None, _, _) => return None,
-            (false, Some("Table"), Some("meta.k8s.io"), Some("v1")) => {
-                return Some("meta.k8s.io/v1")
-            }
-            (false, Some("Table"), Some("meta.k8s.io"), Some("v1beta1")) => {
-                return Some("meta.k8s.io/v1beta1")
-            }
-            _ => continue,
-        }
-    }
-    None
-}
-
 /// Seconds since the epoch, for the `Age` cells.
 fn now_unix() -> i64 {
     SystemTime::now()
@@ -144,40 +110,6 @@ mod tests {
 
     const KUBECTL: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,\
                            application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-
-    #[test]
-    fn accept_headers() {
-        assert_eq!(table_version(KUBECTL), Some("meta.k8s.io/v1"));
-        assert_eq!(
-            table_version("application/json;as=Table;v=v1beta1;g=meta.k8s.io"),
-            Some("meta.k8s.io/v1beta1")
-        );
-        assert_eq!(
-            table_version("application/json, application/json;as=Table;v=v1;g=meta.k8s.io"),
-            None
-        );
-        // Protobuf first (client-go's default) is passed over for the JSON after it.
-        assert_eq!(
-            table_version("application/vnd.kubernetes.protobuf,application/json"),
-            None
-        );
-        assert_eq!(
-            table_version(
-                "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,\
-                 application/json;as=Table;v=v1;g=meta.k8s.io"
-            ),
-            Some("meta.k8s.io/v1")
-        );
-        assert_eq!(
-            table_version("application/json;as=Table;v=v1;g=meta.k8s.io;q=0,application/json"),
-            None
-        );
-        assert_eq!(
-            table_version("application/json;as=Table;v=v2;g=meta.k8s.io"),
-            None
-        );
-        assert_eq!(table_version(""), None);
-    }
 
     #[test]
     fn only_printed_resources_answer_tables() {

@@ -4,8 +4,9 @@ use bytes::Bytes;
 use serde_json::json;
 use sitegrid_apimachinery::Status;
 
-use super::{negotiate::Format, render, route::CachedRequest};
+use super::{render, route::CachedRequest};
 use crate::cache::Cache;
+use sitegrid_apimachinery::negotiate::Format;
 
 /// The object body, or 404 as kube-apiserver words it.
 pub fn get(cache: &Cache, req: &CachedRequest, format: Format) -> Result<Bytes, Status> {

@@ -9,12 +9,12 @@ use sitegrid_apimachinery::{
 };
 
 use super::{
-    negotiate::Format,
     options::{Filter, RvMatch, Versioning},
     render,
     route::CachedRequest,
 };
 use crate::cache::{Cache, View};
+use sitegrid_apimachinery::negotiate::Format;
 
 /// How long a list for a not-yet-reached resourceVersion waits (as kube-apiserver's cache does).
 pub const RV_WAIT: Duration = Duration::from_secs(3);

@@ -3,7 +3,7 @@
 
 mod get;
 mod list;
-pub mod negotiate;
+
 mod options;
 pub mod query;
 mod render;
@@ -17,9 +17,9 @@ use http::{header, HeaderMap, Response, StatusCode};
 use sitegrid_apimachinery::Status;
 
 pub use list::RV_WAIT;
-use negotiate::{negotiate, Format};
 use response::Body;
 use route::{CachedRequest, Verb};
+use sitegrid_apimachinery::negotiate::{negotiate, Format};
 pub use watch::{WatchContext, WatchSettings};
 
 use crate::cache::Cache;

@@ -22,7 +22,6 @@ use tokio::{
 };
 
 use super::{
-    negotiate::Format,
     options::{Filter, Versioning},
     render,
     response::{Body, BoxError},
@@ -33,6 +32,7 @@ use crate::{
     encode::{watch_frame, watch_frame_value},
     ops::{Metrics, WatchGuard, WatcherHandle, WatcherInfo, WatcherRegistry},
 };
+use sitegrid_apimachinery::negotiate::Format;
 
 /// Watch timing.
 #[derive(Debug, Clone, Copy)]
