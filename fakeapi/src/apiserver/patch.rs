@@ -1,7 +1,7 @@
 //! PATCH bodies: JSON merge patch (RFC 7386, also used for strategic merge
-//! patch) and JSON patch (RFC 6902).
+//! patch) and JSON patch (RFC 6902), applied with the `json-patch` crate.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sitegrid_apimachinery::Status;
 
 /// The patch flavours selected by the request's Content-Type.
@@ -34,173 +34,32 @@ impl PatchKind {
     }
 }
 
-/// Apply `patch` to `target`.
-pub(crate) fn apply(kind: PatchKind, target: Value, patch: &Value) -> Result<Value, Status> {
+/// Apply `patch` to `target` (the `json-patch` crate does RFC 7386 and RFC 6902).
+pub(crate) fn apply(kind: PatchKind, mut target: Value, patch: &Value) -> Result<Value, Status> {
     match kind {
         PatchKind::Merge => {
             if !patch.is_object() {
                 return Err(Status::bad_request("merge patch must be a JSON object"));
             }
-            let mut t = target;
-            merge(&mut t, patch);
-            Ok(t)
+            json_patch::merge(&mut target, patch);
         }
-        PatchKind::Json => json_patch(target, patch),
-    }
-}
-
-/// RFC 7386: objects merge recursively, `null` deletes, anything else replaces.
-pub(crate) fn merge(target: &mut Value, patch: &Value) {
-    let Value::Object(p) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    if let Value::Object(t) = target {
-        for (k, v) in p {
-            if v.is_null() {
-                t.shift_remove(k);
-            } else {
-                merge(t.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-    }
-}
-
-/// RFC 6902 with `add`, `remove`, `replace`, `test`, `move` and `copy`.
-fn json_patch(mut doc: Value, patch: &Value) -> Result<Value, Status> {
-    let Value::Array(ops) = patch else {
-        return Err(Status::bad_request(
-            "json patch must be a JSON array of operations",
-        ));
-    };
-    for op in ops {
-        let name = op.get("op").and_then(Value::as_str).unwrap_or("");
-        let path = op
-            .get("path")
-            .and_then(Value::as_str)
-            .ok_or_else(|| Status::bad_request(format!("json patch operation {op} has no path")))?;
-        let value = || {
-            op.get("value").cloned().ok_or_else(|| {
+        PatchKind::Json => {
+            let ops: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(|e| {
                 Status::bad_request(format!(
-                    "json patch operation {name} on {path} needs a value"
+                    "json patch must be a JSON array of operations: {e}"
                 ))
-            })
-        };
-        let from = || {
-            op.get("from").and_then(Value::as_str).ok_or_else(|| {
-                Status::bad_request(format!("json patch operation {name} on {path} needs from"))
-            })
-        };
-        match name {
-            "add" => add(&mut doc, path, value()?)?,
-            "remove" => {
-                remove(&mut doc, path)?;
-            }
-            "replace" => {
-                remove(&mut doc, path)?;
-                add(&mut doc, path, value()?)?;
-            }
-            "test" => {
-                if doc.pointer(&pointer(path)?) != Some(&value()?) {
-                    return Err(Status::failure(
-                        422,
-                        Some("Invalid"),
-                        format!("the server rejected our request due to an error in our request: testing value {path} failed"),
-                    ));
-                }
-            }
-            "move" => {
-                let v = remove(&mut doc, from()?)?;
-                add(&mut doc, path, v)?;
-            }
-            "copy" => {
-                let v = doc
-                    .pointer(&pointer(from()?)?)
-                    .cloned()
-                    .ok_or_else(|| missing(from().unwrap_or("")))?;
-                add(&mut doc, path, v)?;
-            }
-            other => return Err(Status::bad_request(format!("Unexpected kind: {other}"))),
+            })?;
+            // As kube-apiserver: a failed `test` or a path that is not there is 422.
+            json_patch::patch(&mut target, &ops).map_err(|e| {
+                Status::failure(
+                    422,
+                    Some("Invalid"),
+                    format!("the server rejected our request due to an error in our request: {e}"),
+                )
+            })?;
         }
     }
-    Ok(doc)
-}
-
-/// Validate a JSON pointer (empty or starting with `/`).
-fn pointer(path: &str) -> Result<String, Status> {
-    if path.is_empty() || path.starts_with('/') {
-        Ok(path.to_owned())
-    } else {
-        Err(Status::bad_request(format!(
-            "invalid json patch path {path:?}"
-        )))
-    }
-}
-
-/// Split `/a/b~1c` into the parent pointer `/a` and the unescaped last token `b/c`.
-fn split(path: &str) -> Result<(&str, String), Status> {
-    pointer(path)?;
-    let idx = path
-        .rfind('/')
-        .ok_or_else(|| Status::bad_request("json patch cannot replace the whole document"))?;
-    let last = path[idx + 1..].replace("~1", "/").replace("~0", "~");
-    Ok((&path[..idx], last))
-}
-
-fn missing(path: &str) -> Status {
-    Status::failure(
-        422,
-        Some("Invalid"),
-        format!(
-            "the server rejected our request due to an error in our request: path {path} not found"
-        ),
-    )
-}
-
-fn add(doc: &mut Value, path: &str, value: Value) -> Result<(), Status> {
-    if path.is_empty() {
-        *doc = value;
-        return Ok(());
-    }
-    let (parent, last) = split(path)?;
-    match doc.pointer_mut(parent) {
-        Some(Value::Object(m)) => {
-            m.insert(last, value);
-            Ok(())
-        }
-        Some(Value::Array(a)) => {
-            let idx = if last == "-" {
-                a.len()
-            } else {
-                last.parse::<usize>()
-                    .ok()
-                    .filter(|i| *i <= a.len())
-                    .ok_or_else(|| missing(path))?
-            };
-            a.insert(idx, value);
-            Ok(())
-        }
-        _ => Err(missing(path)),
-    }
-}
-
-fn remove(doc: &mut Value, path: &str) -> Result<Value, Status> {
-    let (parent, last) = split(path)?;
-    match doc.pointer_mut(parent) {
-        Some(Value::Object(m)) => m.shift_remove(&last).ok_or_else(|| missing(path)),
-        Some(Value::Array(a)) => {
-            let idx = last
-                .parse::<usize>()
-                .ok()
-                .filter(|i| *i < a.len())
-                .ok_or_else(|| missing(path))?;
-            Ok(a.remove(idx))
-        }
-        _ => Err(missing(path)),
-    }
+    Ok(target)
 }
 
 #[cfg(test)]

@@ -4,39 +4,10 @@
 use sitegrid_apimachinery::status::{StatusCause, StatusDetails};
 use sitegrid_apimachinery::Status;
 
-/// Decode `application/x-www-form-urlencoded` text (`+` is a space).
-pub(crate) fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Decoded `key=value` pairs of a raw query.
+/// Decoded `key=value` pairs of a raw query (`application/x-www-form-urlencoded`).
 pub(crate) fn parse_pairs(raw: &str) -> Vec<(String, String)> {
-    raw.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) => (percent_decode(k), percent_decode(v)),
-            None => (percent_decode(p), String::new()),
-        })
+    form_urlencoded::parse(raw.as_bytes())
+        .into_owned()
         .collect()
 }
 
@@ -191,10 +162,17 @@ mod tests {
 
     #[test]
     fn decodes() {
-        assert_eq!(percent_decode("a%20in%20(b"), "a in (b");
-        assert_eq!(percent_decode("a+b%3Dc%"), "a b=c%");
-        assert_eq!(percent_decode("%2"), "%2");
-        assert_eq!(percent_decode("%21x%2Fy"), "!x/y");
+        let pairs = parse_pairs("labelSelector=a%20in%20(b&x=a+b%3Dc%&flag&y=%21x%2Fy");
+        let get = |k: &str| {
+            pairs
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("labelSelector"), Some("a in (b"));
+        assert_eq!(get("x"), Some("a b=c%"));
+        assert_eq!(get("flag"), Some(""));
+        assert_eq!(get("y"), Some("!x/y"));
     }
 
     #[test]
