@@ -55,16 +55,16 @@ pub struct ControllerArgs {
     #[arg(long, default_value = "sitegrid-controller")]
     pub leader_elect_resource_name: String,
     /// How long a leader's lease lasts without renewal; a standby takes over after that.
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, default_value = "15s", value_parser = sitegrid_runtime::parse_positive_duration)]
     pub leader_elect_lease_duration: Duration,
     /// How long before the lease expires the leader renews it.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = sitegrid_runtime::parse_positive_duration)]
     pub leader_elect_renew_margin: Duration,
     /// This replica's identity in the Lease (default: $POD_NAME, else the host name, plus a random suffix).
     #[arg(long, env = "POD_NAME")]
     pub leader_elect_identity: Option<String>,
     /// How often every grid is reconciled when nothing changed (a resync writes nothing if nothing drifted).
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = sitegrid_runtime::parse_positive_duration)]
     pub resync_period: Duration,
     /// Grids reconciled at the same time, per kind.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
@@ -74,23 +74,16 @@ pub struct ControllerArgs {
     pub log: sitegrid_runtime::LogArgs,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 15s, 5m, 1h30m)"))?;
-    if d.is_zero() {
-        return Err("must be more than zero".into());
-    }
-    Ok(d)
-}
-
 impl ControllerArgs {
     /// The lease identity: the flag / $POD_NAME, else the host name, with a random suffix
     /// so two replicas on one host never share it.
     pub fn identity(&self) -> String {
         self.leader_elect_identity.clone().unwrap_or_else(|| {
-            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|h| h.trim().to_owned())
-                .unwrap_or_else(|_| "sitegrid-controller".into());
-            format!("{host}_{:08x}", fastrand::u32(..))
+            format!(
+                "{}_{:08x}",
+                sitegrid_runtime::host_name(),
+                fastrand::u32(..)
+            )
         })
     }
 

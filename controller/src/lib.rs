@@ -8,17 +8,17 @@
 //! ([`crds`]) and the pure expansion from a grid to its per-site children
 //! ([`render`]), and the controller that applies them: [`reconcile`] (one
 //! kube-runtime `Controller` per grid kind, server-side apply, status and
-//! events), [`run`] (leader election, node reflector, shutdown) and [`ops`]
-//! (`/healthz`, `/readyz`, `/metrics`).
+//! events), [`run`] (leader election, node reflector, shutdown) and [`health`]
+//! (what `/readyz` and `/metrics` report).
 #![warn(missing_docs)]
 
 pub mod config;
 pub mod crd;
 pub mod crds;
 pub mod drift;
+pub mod health;
 pub mod metrics;
 pub mod names;
-pub mod ops;
 pub mod reconcile;
 pub mod render;
 pub mod run;

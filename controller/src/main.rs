@@ -4,13 +4,16 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use prometheus_client::registry::Registry;
 use sitegrid_controller::config::{Cli, Command, ControllerArgs};
+use sitegrid_controller::health::Health;
 use sitegrid_controller::metrics::Metrics;
-use sitegrid_controller::ops::{self, OpsState};
 use sitegrid_controller::run::{self, Election, Options};
+use sitegrid_runtime::{ops::Operator, serve};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -42,24 +45,22 @@ async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
     args.validate().map_err(anyhow::Error::msg)?;
     let config = sitegrid_runtime::kube_config(args.kubeconfig.as_deref()).await?;
     let client = kube::Client::try_from(config).context("building the API client")?;
-    let listener = tokio::net::TcpListener::bind(args.bind_address)
+    let listener = serve::bind(args.bind_address)
         .await
         .with_context(|| format!("--bind-address {}", args.bind_address))?;
-    let ops_state = OpsState::new(Arc::new(Metrics::new()), "starting");
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        }
-    };
-    let ops_task = tokio::spawn(ops::serve(listener, ops_state.clone(), stopped()));
-    tracing::info!(address = %args.bind_address, "serving /healthz, /readyz and /metrics");
-    tokio::spawn(async move {
-        sitegrid_runtime::shutdown_signal().await;
-        tracing::info!("shutting down");
-        let _ = stop_tx.send(true);
-    });
+    let mut registry = Registry::with_prefix("sitegrid_controller");
+    let health = Health::new(Arc::new(Metrics::register(&mut registry)), "starting");
+    let ready = health.clone();
+    let operator = Operator::new(registry, Arc::new(move || ready.check()));
+    let shutdown = sitegrid_runtime::cancel_on_signal();
+    let ops_task = tokio::spawn(serve::serve(
+        listener,
+        move |req| std::future::ready(Ok(operator.respond(&req))),
+        serve::Transport::Plain,
+        shutdown.clone(),
+        Duration::ZERO,
+    ));
+    tracing::info!(address = %args.bind_address, "serving /healthz, /livez, /readyz and /metrics");
     let options = Options {
         resync: args.resync_period,
         concurrency: args.concurrent_syncs,
@@ -71,7 +72,7 @@ async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
             renew_margin: args.leader_elect_renew_margin,
         }),
     };
-    let outcome = run::run(client, options, ops_state, stopped()).await;
+    let outcome = run::run(client, options, health, shutdown).await;
     ops_task.abort();
     outcome?;
     Ok(())

@@ -1,16 +1,18 @@
-//! The controller's Prometheus metrics (`/metrics`).
+//! The controller's Prometheus metrics (`/metrics`): counters recorded where
+//! things happen, and the gauges of the grids (queue depth, objects) read from
+//! the controllers' stores at scrape time by a [`Collector`].
 
 use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-
-/// The content type of [`Metrics::encode`]'s output.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// A resource kind (`DeploymentGrid`, `Deployment`, ...).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -28,29 +30,47 @@ pub struct WriteLabels {
     pub kind: String,
 }
 
-/// Counters and gauges, plus the bookkeeping behind the gauges.
-pub struct Metrics {
-    registry: Registry,
-    reconciles: Family<KindLabel, Counter>,
-    errors: Family<KindLabel, Counter>,
-    queue_depth: Family<KindLabel, Gauge>,
-    objects: Family<KindLabel, Gauge>,
-    writes: Family<WriteLabels, Counter>,
-    leader: Gauge,
-    /// Children each grid had after its last reconcile, by child kind and grid key.
-    children: Mutex<HashMap<(String, String), usize>>,
+/// The grids of one kind as a scrape sees them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KindCensus {
+    /// The grid kind (`DeploymentGrid`).
+    pub kind: String,
+    /// The kind of its children (`Deployment`).
+    pub child_kind: &'static str,
+    /// Each grid's key and whether its current version has been reconciled.
+    pub grids: Vec<(String, bool)>,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
+type CensusFn = Box<dyn Fn() -> Vec<KindCensus> + Send + Sync>;
+
+/// What the scrape-time gauges are computed from.
+#[derive(Default)]
+struct Census {
+    /// Children each grid had after its last reconcile, by child kind and grid key.
+    children: Mutex<HashMap<(String, String), usize>>,
+    /// Reads the grids from the controllers' stores; set once they run.
+    grids: OnceLock<CensusFn>,
+}
+
+impl std::fmt::Debug for Census {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Census")
     }
 }
 
+/// Counters, and the bookkeeping behind the gauges.
+pub struct Metrics {
+    reconciles: Family<KindLabel, Counter>,
+    errors: Family<KindLabel, Counter>,
+    writes: Family<WriteLabels, Counter>,
+    leader: Gauge,
+    census: Arc<Census>,
+}
+
 impl Metrics {
-    /// Registers every metric under the `sitegrid_controller` prefix.
-    pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("sitegrid_controller");
+    /// Registers every metric in `registry` (the binary gives it the
+    /// `sitegrid_controller` prefix).
+    pub fn register(registry: &mut Registry) -> Self {
         let reconciles = Family::<KindLabel, Counter>::default();
         registry.register(
             "reconciles",
@@ -62,18 +82,6 @@ impl Metrics {
             "reconcile_errors",
             "Reconciles that failed and were retried, by grid kind",
             errors.clone(),
-        );
-        let queue_depth = Family::<KindLabel, Gauge>::default();
-        registry.register(
-            "queue_depth",
-            "Grids whose current version has not been reconciled yet, by grid kind",
-            queue_depth.clone(),
-        );
-        let objects = Family::<KindLabel, Gauge>::default();
-        registry.register(
-            "objects",
-            "Objects the controller manages: grids by grid kind, children by their kind",
-            objects.clone(),
         );
         let writes = Family::<WriteLabels, Counter>::default();
         registry.register(
@@ -87,15 +95,14 @@ impl Metrics {
             "1 while this replica holds the leader lease (or runs without election)",
             leader.clone(),
         );
+        let census = Arc::new(Census::default());
+        registry.register_collector(Box::new(census.clone()));
         Self {
-            registry,
             reconciles,
             errors,
-            queue_depth,
-            objects,
             writes,
             leader,
-            children: Mutex::new(HashMap::new()),
+            census,
         }
     }
 
@@ -132,41 +139,65 @@ impl Metrics {
 
     /// After a reconcile: how many `child_kind` objects the grid `grid_key` has.
     pub fn set_children(&self, child_kind: &str, grid_key: String, count: usize) {
-        self.children
+        self.census
+            .children
             .lock()
             .insert((child_kind.to_owned(), grid_key), count);
     }
 
-    /// Refreshes the gauges of one grid kind: `grids` lists each grid's key and
-    /// whether its current version has been reconciled.
-    pub fn refresh_kind(&self, kind: &str, child_kind: &str, grids: &[(String, bool)]) {
-        let pending = grids.iter().filter(|(_, done)| !done).count();
-        self.queue_depth
-            .get_or_create(&Self::kind(kind))
-            .set(pending as i64);
-        self.objects
-            .get_or_create(&Self::kind(kind))
-            .set(grids.len() as i64);
-        let mut children = self.children.lock();
-        // Forget grids that no longer exist.
-        children.retain(|(ck, key), _| ck != child_kind || grids.iter().any(|(k, _)| k == key));
-        let total: usize = children
-            .iter()
-            .filter(|((ck, _), _)| ck == child_kind)
-            .map(|(_, n)| n)
-            .sum();
-        self.objects
-            .get_or_create(&Self::kind(child_kind))
-            .set(total as i64);
+    /// How a scrape reads the grids (once the controllers run; later calls are ignored).
+    pub fn set_census(&self, grids: impl Fn() -> Vec<KindCensus> + Send + Sync + 'static) {
+        // Set once per process: a second controller run keeps the first reader.
+        let _ = self.census.grids.set(Box::new(grids));
     }
+}
 
-    /// The OpenMetrics text exposition.
-    pub fn encode(&self) -> String {
-        let mut out = String::new();
-        if let Err(err) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
-            tracing::warn!(%err, "encoding metrics");
+impl Collector for Census {
+    /// `queue_depth{kind}` and `objects{kind}`: grids by grid kind, children
+    /// of live grids by their kind.
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(read) = self.grids.get() else {
+            return Ok(());
+        };
+        let kinds = read();
+        let mut queue = Vec::new();
+        let mut objects = Vec::new();
+        let mut children = self.children.lock();
+        for census in &kinds {
+            let pending = census.grids.iter().filter(|(_, done)| !done).count();
+            queue.push((census.kind.clone(), pending));
+            objects.push((census.kind.clone(), census.grids.len()));
+            // Forget grids that no longer exist.
+            children.retain(|(ck, key), _| {
+                ck != census.child_kind || census.grids.iter().any(|(k, _)| k == key)
+            });
+            let total = children
+                .iter()
+                .filter(|((ck, _), _)| ck == census.child_kind)
+                .map(|(_, n)| n)
+                .sum();
+            objects.push((census.child_kind.to_owned(), total));
         }
-        out
+        drop(children);
+        for (name, help, values) in [
+            (
+                "queue_depth",
+                "Grids whose current version has not been reconciled yet, by grid kind",
+                queue,
+            ),
+            (
+                "objects",
+                "Objects the controller manages: grids by grid kind, children by their kind",
+                objects,
+            ),
+        ] {
+            let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (kind, value) in values {
+                let labels = KindLabel { kind };
+                ConstGauge::new(value as i64).encode(metric.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -176,18 +207,22 @@ mod tests {
 
     #[test]
     fn exposition_names_kinds_and_counts_children_of_live_grids_only() {
-        let m = Metrics::new();
+        let mut registry = Registry::with_prefix("sitegrid_controller");
+        let m = Metrics::register(&mut registry);
         m.reconciled("DeploymentGrid");
         m.wrote("apply", "Deployment");
         m.wrote("apply", "Deployment");
         m.set_children("Deployment", "default/a".into(), 2);
         m.set_children("Deployment", "default/gone".into(), 5);
-        m.refresh_kind(
-            "DeploymentGrid",
-            "Deployment",
-            &[("default/a".into(), true), ("default/b".into(), false)],
-        );
-        let text = m.encode();
+        m.set_census(|| {
+            vec![KindCensus {
+                kind: "DeploymentGrid".into(),
+                child_kind: "Deployment",
+                grids: vec![("default/a".into(), true), ("default/b".into(), false)],
+            }]
+        });
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(text.contains("sitegrid_controller_reconciles_total{kind=\"DeploymentGrid\"} 1"));
         assert!(text.contains("sitegrid_controller_queue_depth{kind=\"DeploymentGrid\"} 1"));
         assert!(text.contains("sitegrid_controller_objects{kind=\"DeploymentGrid\"} 2"));

@@ -17,8 +17,10 @@ use kube::{Client, Resource};
 use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
 use parking_lot::Mutex;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
-use crate::ops::OpsState;
+use crate::health::Health;
+use crate::metrics::KindCensus;
 use crate::reconcile::{self, Context};
 use crate::render::GRID_SELECTOR_LABEL;
 use crate::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
@@ -75,23 +77,10 @@ pub enum RunError {
 pub async fn run(
     client: Client,
     options: Options,
-    ops: Arc<OpsState>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ops: Arc<Health>,
+    shutdown: CancellationToken,
 ) -> Result<(), RunError> {
-    let (stop_tx, stop_rx) = watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-    });
-    let stopped = {
-        let rx = stop_rx.clone();
-        move || {
-            let mut rx = rx.clone();
-            async move {
-                let _ = rx.wait_for(|stop| *stop).await;
-            }
-        }
-    };
+    let stopped = || shutdown.clone().cancelled_owned();
 
     let Some(election) = options.election.clone() else {
         ops.metrics.set_leader(true);
@@ -188,7 +177,7 @@ pub async fn run(
 async fn run_controllers(
     client: Client,
     options: &Options,
-    ops: Arc<OpsState>,
+    ops: Arc<Health>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     let stop = future::FutureExt::shared(Box::pin(stop));
@@ -276,11 +265,13 @@ async fn run_controllers(
     .graceful_shutdown_on(stop.clone());
 
     let stores = (deployments.store(), statefulsets.store(), services.store());
-    let refresh_ctx = ctx.clone();
-    ops.set_refresh(move || {
-        refresh_gauges(&refresh_ctx, &stores.0, "Deployment");
-        refresh_gauges(&refresh_ctx, &stores.1, "StatefulSet");
-        refresh_gauges(&refresh_ctx, &stores.2, "Service");
+    let census_ctx = ctx.clone();
+    ops.metrics.set_census(move || {
+        vec![
+            census(&census_ctx, &stores.0, "Deployment"),
+            census(&census_ctx, &stores.1, "StatefulSet"),
+            census(&census_ctx, &stores.2, "Service"),
+        ]
     });
 
     future::join3(
@@ -327,13 +318,14 @@ fn site_changes(rx: watch::Receiver<u64>) -> impl Stream<Item = ()> + Send + 'st
     })
 }
 
-fn refresh_gauges<K: Resource<DynamicType = ()> + Clone>(
+/// What the gauges of one grid kind are made of, read at scrape time.
+fn census<K: Resource<DynamicType = ()> + Clone>(
     ctx: &Context,
     store: &Store<K>,
-    child_kind: &str,
-) {
+    child_kind: &'static str,
+) -> KindCensus {
     let reconciled = ctx.reconciled.lock();
-    let grids: Vec<(String, bool)> = store
+    let grids = store
         .state()
         .iter()
         .map(|grid| {
@@ -342,8 +334,11 @@ fn refresh_gauges<K: Resource<DynamicType = ()> + Clone>(
             (key, done)
         })
         .collect();
-    drop(reconciled);
-    ctx.metrics.refresh_kind(&K::kind(&()), child_kind, &grids);
+    KindCensus {
+        kind: K::kind(&()).into_owned(),
+        child_kind,
+        grids,
+    }
 }
 
 async fn drain<S, T, E>(results: S)
