@@ -1,27 +1,32 @@
-//! Assembling the proxy: upstream discovery, projector, reflectors, listener.
+//! Start-up and shutdown: the cache and its sync from the API server, the
+//! gateway on the serving port, the operator endpoints (on that port or their
+//! own), and TLS reloads. One cancellation token stops everything; every
+//! background task lives in one task set that ends with the proxy.
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use tokio::{
-    sync::{mpsc, oneshot, watch},
-    task::JoinHandle,
+use http::Request;
+use hyper::body::Incoming;
+use prometheus_client::registry::Registry;
+use sitegrid_runtime::{
+    ops::Operator,
+    serve::{self, Transport},
 };
-use tracing::{info, warn};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+use tracing::info;
 
 use crate::{
-    cache::{Cache, CacheConfig, Projector},
-    ops::{Metrics, Ops, WatcherRegistry},
-    reflector,
-    resource::ApiVersion,
-    serve::ServeSettings,
-    serve::WatchContext,
-    server::{self, Shared},
-    stack::{gateway, Limits},
-    tls::{ReloadingTls, TlsError, TlsFiles},
+    cache::{self, Cache, CacheConfig, ResourceKind},
+    gateway::{self, stack::boxed_request, Gateway, GatewayConfig, Limits, RequestMetrics},
+    handlers::HandlerSettings,
+    http::tls::{ReloadingTls, TlsError, TlsFiles},
+    ops::Ops,
     upstream::upstream,
 };
 
-/// What a proxy needs besides its upstream client.
+/// What a proxy is started with besides its upstream client.
 #[derive(Debug, Clone)]
 pub struct ProxyOptions {
     /// The local node's name.
@@ -31,7 +36,7 @@ pub struct ProxyOptions {
     /// Buffer sizes.
     pub cache: CacheConfig,
     /// Handler settings.
-    pub serve: ServeSettings,
+    pub handlers: HandlerSettings,
     /// Largest passthrough request body.
     pub max_body: usize,
     /// How long open requests may finish after shutdown starts.
@@ -53,7 +58,7 @@ impl ProxyOptions {
             node_name: node_name.into(),
             bind_address,
             cache: CacheConfig::default(),
-            serve: ServeSettings::default(),
+            handlers: HandlerSettings::default(),
             max_body: 3 * 1024 * 1024,
             grace: Duration::from_secs(10),
             limits: Limits::default(),
@@ -69,36 +74,29 @@ pub struct RunningProxy {
     /// The address it listens on.
     pub local_addr: SocketAddr,
     /// Its cache (for inspection).
-    pub cache: Arc<Cache>,
-    stop: Option<oneshot::Sender<()>>,
+    pub cache: Cache,
+    shutdown: CancellationToken,
+    /// The serving loop: it ends after the grace period once `shutdown` is cancelled.
     server: JoinHandle<()>,
-    background: Vec<JoinHandle<()>>,
+    /// Everything else (sync, TLS reloads, the operator port): aborted when the proxy ends.
+    tasks: JoinSet<()>,
 }
 
 impl RunningProxy {
-    /// Stops accepting, lets requests finish within the grace period, stops the reflectors.
+    /// Ends open watches, stops accepting, lets other requests finish
+    /// within the grace period, then stops the background tasks.
     pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.shutdown.cancel();
+        // An error is a panicked or aborted server task: either way it is over.
         let _ = (&mut self.server).await;
-        for task in &self.background {
-            task.abort();
-        }
-    }
-
-    /// Waits until the server ends (after `shutdown` was triggered elsewhere, or forever).
-    pub async fn wait(mut self) {
-        let _ = (&mut self.server).await;
+        self.tasks.shutdown().await;
     }
 }
 
 impl Drop for RunningProxy {
     fn drop(&mut self) {
+        // `tasks` aborts its own on drop; the server is a plain handle.
         self.server.abort();
-        for task in &self.background {
-            task.abort();
-        }
     }
 }
 
@@ -119,8 +117,9 @@ pub enum StartError {
 /// How often the serving certificate files are checked for changes.
 const TLS_RELOAD_PERIOD: Duration = Duration::from_secs(10);
 
-/// Discovers the upstream, starts the projector and reflectors, and listens.
-/// Retries discovery until the upstream answers (the proxy may start first).
+/// Starts serving at once and syncs in the background: `/healthz` answers and
+/// `/readyz` says what is missing while the API server is still unreachable;
+/// cached kinds wait for their sync (up to `sync_wait`, then 503).
 pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningProxy, StartError> {
     let tls = opts
         .tls
@@ -130,119 +129,98 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         .map(Arc::new);
     let client = kube::Client::try_from(config.clone())?;
     let passthrough = upstream(&config)?;
-    let listener = server::bind(opts.bind_address).await?;
+    let listener = serve::bind(opts.bind_address).await?;
     let local_addr = listener.local_addr()?;
     info!(node = %opts.node_name, %local_addr, "sitegrid-proxy starting");
-    // Serve at once: /healthz answers and /readyz says what is missing while
-    // the API server is still unreachable; cached kinds wait for their sync.
-    let cache = Arc::new(Cache::new(opts.cache, ApiVersion::V1));
-    let metrics = Arc::new(Metrics::new());
-    let mut background = vec![tokio::spawn(sync_from_upstream(
-        client,
-        cache.clone(),
-        opts.node_name.clone(),
-        metrics.clone(),
-    ))];
+
+    let shutdown = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    let (cache, writer) = cache::new(opts.cache);
+    tasks.spawn(cache::sync::run(client, writer, opts.node_name.clone()));
     if let Some(tls) = &tls {
-        background.push(tls.spawn_reloader(TLS_RELOAD_PERIOD));
+        tasks.spawn(tls.reloader(TLS_RELOAD_PERIOD));
     }
-    let (closing_tx, closing) = watch::channel(false);
-    let watchers = WatcherRegistry::new();
-    let ops = Arc::new(Ops {
+
+    let mut registry = Registry::with_prefix("sitegrid_proxy");
+    cache.register_metrics(&mut registry);
+    let metrics = RequestMetrics::register(&mut registry);
+    let ops = Ops {
+        operator: Operator::new(registry, ready_check(cache.clone())),
         cache: cache.clone(),
-        metrics: metrics.clone(),
         debug: opts.debug,
-        watchers: watchers.clone(),
-    });
-    // Operator endpoints on their own port, or on the serving port.
+    };
     let ops_here = match opts.metrics_bind_address {
         Some(addr) => {
-            let listener = server::bind(addr).await?;
+            let listener = serve::bind(addr).await?;
             info!(address = %listener.local_addr()?, "operator endpoints listening");
-            background.push(tokio::spawn(server::serve_ops(listener, ops.clone())));
+            let respond = move |req: Request<Incoming>| {
+                let ops = ops.clone();
+                async move { Ok::<_, std::convert::Infallible>(ops.respond(req).await) }
+            };
+            let stop = shutdown.clone();
+            tasks.spawn(serve::serve(
+                listener,
+                respond,
+                Transport::Plain,
+                stop,
+                Duration::ZERO,
+            ));
             None
         }
         None => Some(ops),
     };
-    let shared = Arc::new(Shared {
+
+    let gateway = gateway::build(GatewayConfig {
         cache: cache.clone(),
-        settings: opts.serve,
+        settings: opts.handlers,
         upstream: Some(passthrough),
         max_body: opts.max_body,
-        watch: WatchContext {
-            closing,
-            metrics: metrics.clone(),
-            watchers: watchers.clone(),
-        },
-        ops: ops_here.clone(),
+        ops: ops_here,
+        limits: opts.limits,
+        metrics,
+        // Open watches end first when shutdown starts, so their clients reconnect elsewhere or later.
+        closing: shutdown.clone(),
     });
-    let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(server::serve(
+    let transport = match tls {
+        // The certificate in force when a connection arrives (it is reloaded on change).
+        Some(tls) => Transport::Tls(Arc::new(move || tls.acceptor())),
+        None => Transport::Plain,
+    };
+    let server = tokio::spawn(serve::serve(
         listener,
-        gateway(shared, opts.limits),
-        async move {
-            let _ = stopped.await;
-            // End open watches first so their clients reconnect elsewhere or later.
-            closing_tx.send_replace(true);
-        },
+        move |req| dispatch(&gateway, req),
+        transport,
+        shutdown.clone(),
         opts.grace,
-        tls,
     ));
     Ok(RunningProxy {
         local_addr,
         cache,
-        stop: Some(stop),
+        shutdown,
         server,
-        background,
+        tasks,
     })
 }
 
-/// Discovers the upstream, then runs the projector and one reflector per kind
-/// until aborted (which also aborts them).
-async fn sync_from_upstream(
-    client: kube::Client,
-    cache: Arc<Cache>,
-    node: String,
-    metrics: Arc<Metrics>,
-) {
-    let slice_version = discover_with_retry(&client).await;
-    cache.set_slice_version(slice_version);
-    info!(
-        endpointslices = slice_version.as_str(),
-        "upstream discovered; syncing"
-    );
-    let (tx, rx) = mpsc::channel(1024);
-    let mut tasks = vec![tokio::spawn(
-        Projector::new(cache, node)
-            .with_metrics(metrics.clone())
-            .run(rx),
-    )];
-    tasks.extend(reflector::spawn_all(&client, slice_version, tx, metrics));
-    let _abort_with_me = AbortOnDrop(tasks);
-    std::future::pending::<()>().await;
+/// Hands one request to the stack.
+fn dispatch(
+    gateway: &Gateway,
+    req: Request<Incoming>,
+) -> tower::util::Oneshot<Gateway, Request<crate::http::Body>> {
+    gateway.clone().oneshot(boxed_request(req))
 }
 
-/// Aborts the tasks when dropped (when the task holding it is aborted).
-struct AbortOnDrop(Vec<JoinHandle<()>>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        for task in &self.0 {
-            task.abort();
+/// `/readyz`: ready once every cached kind is served.
+fn ready_check(cache: Cache) -> sitegrid_runtime::ops::ReadyCheck {
+    Arc::new(move || {
+        let pending = cache.readiness().pending();
+        if pending.is_empty() {
+            return Ok(());
         }
-    }
-}
-
-async fn discover_with_retry(client: &kube::Client) -> ApiVersion {
-    let mut delay = Duration::from_millis(200);
-    loop {
-        match reflector::discover_slice_version(client).await {
-            Ok(v) => return v,
-            Err(err) => {
-                warn!(error = %err, retry_in = ?delay, "cannot reach the API server for discovery");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(10));
-            }
-        }
-    }
+        let names: Vec<&str> = pending.iter().map(|k: &ResourceKind| k.plural()).collect();
+        Err(format!(
+            "waiting for the first sync of {}",
+            names.join(", ")
+        ))
+    })
 }

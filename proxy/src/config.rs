@@ -1,13 +1,19 @@
 //! Command-line flags. Names follow SuperEdge's application-grid-wrapper
-//! (`--kubeconfig`, `--hostname`, `--bind-address`) so manifests carry over.
+//! (`--kubeconfig`, `--hostname`, `--bind-address`) so manifests carry over;
+//! durations are Go-style (`60s`, `5m`) like the controller's.
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser};
 
+use sitegrid_runtime::{parse_duration, parse_positive_duration};
+
 use crate::{
+    app::ProxyOptions,
     cache::CacheConfig,
-    serve::{ServeSettings, WatchSettings},
+    gateway::Limits,
+    handlers::{HandlerSettings, WatchSettings},
+    http::tls::TlsFiles,
 };
 
 /// sitegrid-proxy: serves kube-proxy (and other informers) services,
@@ -40,9 +46,9 @@ pub struct ProxyArgs {
     /// Events a watcher may fall behind before it is ended with 410 Expired (the client relists).
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub watcher_buffer: u64,
-    /// Seconds between BOOKMARK events on watches that allow them.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
-    pub bookmark_interval: u64,
+    /// Time between BOOKMARK events on watches that allow them (Go-style duration; a bare number is seconds).
+    #[arg(long, default_value = "60s", value_parser = parse_positive_duration)]
+    pub bookmark_interval: Duration,
     /// Largest request body passed through, in bytes (larger: 413).
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -64,9 +70,10 @@ pub struct ProxyArgs {
     /// Concurrent cached lists/gets, and concurrent non-watch passthrough requests; more are refused with 429.
     #[arg(long, default_value_t = 400)]
     pub max_requests_inflight: usize,
-    /// Seconds open requests get to finish after SIGTERM (watches end at once).
-    #[arg(long, default_value_t = 10)]
-    pub shutdown_grace_seconds: u64,
+    /// How long open requests get to finish after SIGTERM; watches end at once
+    /// (Go-style duration; a bare number is seconds, as the old --shutdown-grace-seconds took).
+    #[arg(long, alias = "shutdown-grace-seconds", default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_grace_period: Duration,
     /// Logging.
     #[command(flatten)]
     pub log: sitegrid_runtime::LogArgs,
@@ -75,45 +82,44 @@ pub struct ProxyArgs {
 impl ProxyArgs {
     /// The local node name: the flag, $NODE_NAME, else the host name.
     pub fn node_name(&self) -> String {
-        self.hostname.clone().unwrap_or_else(host_name)
+        self.hostname
+            .clone()
+            .unwrap_or_else(sitegrid_runtime::host_name)
     }
 
-    /// Cache sizes from the flags.
-    pub fn cache_config(&self) -> CacheConfig {
-        CacheConfig {
+    /// What the proxy is started with.
+    pub fn options(&self) -> ProxyOptions {
+        let mut opts = ProxyOptions::new(self.node_name(), self.bind_address);
+        opts.cache = CacheConfig {
             log_capacity: self.event_log_size as usize,
             watcher_buffer: self.watcher_buffer as usize,
-        }
+        };
+        opts.handlers = HandlerSettings {
+            watch: WatchSettings {
+                bookmark_interval: self.bookmark_interval,
+            },
+            ..HandlerSettings::default()
+        };
+        opts.max_body = self.max_body_bytes;
+        opts.grace = self.shutdown_grace_period;
+        opts.tls = self.tls_files();
+        opts.debug = self.debug;
+        opts.metrics_bind_address = self.metrics_bind_address;
+        opts.limits = Limits {
+            cached_inflight: self.max_requests_inflight,
+            passthrough_inflight: self.max_requests_inflight,
+        };
+        opts
     }
 
     /// The serving TLS files, when --cert-file and --key-file are given.
-    pub fn tls_files(&self) -> Option<crate::tls::TlsFiles> {
-        Some(crate::tls::TlsFiles {
+    fn tls_files(&self) -> Option<TlsFiles> {
+        Some(TlsFiles {
             cert: self.cert_file.clone()?,
             key: self.key_file.clone()?,
             client_ca: self.ca_file.clone(),
         })
     }
-
-    /// Handler settings from the flags.
-    pub fn serve_settings(&self) -> ServeSettings {
-        ServeSettings {
-            watch: WatchSettings {
-                bookmark_interval: Duration::from_secs(self.bookmark_interval),
-            },
-            ..ServeSettings::default()
-        }
-    }
-}
-
-/// The kernel's host name.
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_owned())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into())
 }
 
 #[cfg(test)]
@@ -134,6 +140,26 @@ mod tests {
             cli.proxy.kubeconfig.unwrap().to_str(),
             Some("/etc/kubernetes/proxy.kubeconfig")
         );
+    }
+
+    #[test]
+    fn durations_are_go_style_and_old_seconds_still_work() {
+        let cli = Cli::try_parse_from([
+            "sitegrid-proxy",
+            "--bookmark-interval=1m30s",
+            "--shutdown-grace-seconds=3",
+        ])
+        .unwrap();
+        let opts = cli.proxy.options();
+        assert_eq!(
+            opts.handlers.watch.bookmark_interval,
+            Duration::from_secs(90)
+        );
+        assert_eq!(opts.grace, Duration::from_secs(3));
+        let cli = Cli::try_parse_from(["sitegrid-proxy", "--shutdown-grace-period=0s"]).unwrap();
+        assert_eq!(cli.proxy.options().grace, Duration::ZERO);
+        assert!(Cli::try_parse_from(["sitegrid-proxy", "--bookmark-interval=0s"]).is_err());
+        assert!(Cli::try_parse_from(["sitegrid-proxy", "--bookmark-interval=soon"]).is_err());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use tower::ServiceExt;
 use tracing::warn;
 
 use crate::{
-    serve::response::{self, Body, BoxError},
+    http::{response, Body, BoxError},
     upstream::Upstream,
 };
 

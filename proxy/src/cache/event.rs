@@ -4,8 +4,11 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
-use super::View;
-use crate::{encode::watch_frame, resource::Served};
+use super::{
+    encode::watch_frame,
+    kind::{ApiVersion, Served},
+    View,
+};
 
 /// What happened to the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,14 +65,15 @@ impl Event {
         }
     }
 
-    /// The JSON watch frame for `served`, encoded once and shared.
-    pub fn frame(&self, served: Served) -> Bytes {
+    /// The JSON watch frame for `served` (the store keeps objects in
+    /// `native`), encoded once and shared by every watcher.
+    pub fn frame(&self, served: Served, native: ApiVersion) -> Bytes {
         self.frames[served.version.index()]
             .get_or_init(|| {
                 watch_frame(
                     self.event_type.as_str(),
                     served,
-                    self.object.body(served.kind, served.version),
+                    self.object.body(served.version, native),
                 )
             })
             .clone()

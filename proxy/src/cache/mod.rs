@@ -1,20 +1,39 @@
-//! The proxy's cache: per-resource served state, built by the projector from
-//! the upstream reflectors' events.
+//! The proxy's cache: per-resource served state, built by the one
+//! [`Writer`] (the projector) from the upstream reflectors' events and read
+//! through cloneable [`Cache`] handles.
+//!
+//! The type system says who may write: [`new`] returns the only
+//! [`WriterSlot`], which becomes the [`Writer`] once the upstream's
+//! EndpointSlice version is known; a `Cache` has read methods only.
 
+mod encode;
 mod event;
-mod projector;
+pub mod kind;
+mod metrics;
+mod ready;
 mod store;
+pub mod sync;
+pub mod topology;
 mod view;
+mod watchers;
+mod writer;
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::{
+    sync::{Arc, OnceLock},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
 
-pub use event::{Event, EventType};
-pub use projector::{Projector, UpstreamEvent};
-pub use store::{Change, ResourceStore, Subscription, TooOld};
 use tokio::sync::watch;
-pub use view::{View, ViewLabels};
 
-use crate::resource::{ApiVersion, ResourceKind};
+pub use encode::{list_body, watch_frame, watch_frame_value, Encoded};
+pub use event::{Event, EventType};
+pub use kind::{ApiVersion, PerKind, ResourceKind, Served};
+pub use metrics::CacheMetrics;
+pub use ready::Readiness;
+pub use store::{Change, Store, Subscription, TooOld};
+pub use view::{View, ViewLabels};
+pub use watchers::{WatcherHandle, WatcherInfo, WatcherRegistry, WatcherSnapshot};
+pub use writer::{UpstreamEvent, Writer, WriterSlot};
 
 /// Sizes of the bounded buffers.
 #[derive(Debug, Clone, Copy)]
@@ -34,81 +53,111 @@ impl Default for CacheConfig {
     }
 }
 
-/// Every cached resource plus the proxy-wide resourceVersion clock.
-pub struct Cache {
-    stores: [ResourceStore; 4],
+/// A read handle on the cache (cheap to clone).
+#[derive(Clone)]
+pub struct Cache(Arc<Shared>);
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("start_rv", &self.0.start_rv)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What readers and the writer share.
+struct Shared {
+    stores: PerKind<Store>,
+    /// The newest resourceVersion committed, across resources.
+    clock: watch::Sender<u64>,
     /// The first resourceVersion of this process; every earlier one is from a previous run.
-    pub start_rv: u64,
-    rv: watch::Sender<u64>,
+    start_rv: u64,
+    readiness: Readiness,
+    /// The EndpointSlice version the upstream serves, which the slices are
+    /// stored in; set once, when the writer starts.
+    slice_version: OnceLock<ApiVersion>,
+    watchers: Arc<WatcherRegistry>,
+    metrics: CacheMetrics,
+}
+
+/// An empty cache whose versions start now, and the one slot its writer comes from.
+pub fn new(config: CacheConfig) -> (Cache, WriterSlot) {
+    with_start_rv(config, start_rv_now())
+}
+
+/// An empty cache whose versions start after `start_rv`.
+pub fn with_start_rv(config: CacheConfig, start_rv: u64) -> (Cache, WriterSlot) {
+    let shared = Arc::new(Shared {
+        stores: PerKind::new(|_| Store::new(start_rv, config.log_capacity, config.watcher_buffer)),
+        clock: watch::channel(start_rv).0,
+        start_rv,
+        readiness: Readiness::default(),
+        slice_version: OnceLock::new(),
+        watchers: Arc::default(),
+        metrics: CacheMetrics::default(),
+    });
+    (Cache(shared.clone()), WriterSlot(shared))
 }
 
 impl Cache {
-    /// An empty cache. EndpointSlices are stored in `slice_version`, the version
-    /// the upstream serves.
-    pub fn new(config: CacheConfig, slice_version: ApiVersion) -> Cache {
-        Self::with_start_rv(config, slice_version, start_rv_now())
-    }
-
-    /// An empty cache whose versions start after `start_rv`.
-    pub fn with_start_rv(config: CacheConfig, slice_version: ApiVersion, start_rv: u64) -> Cache {
-        let store = |kind| {
-            let native = if kind == ResourceKind::EndpointSlices {
-                slice_version
-            } else {
-                ApiVersion::V1
-            };
-            ResourceStore::new(
-                kind,
-                native,
-                start_rv,
-                config.log_capacity,
-                config.watcher_buffer,
-            )
-        };
-        Cache {
-            stores: ResourceKind::ALL.map(store),
-            start_rv,
-            rv: watch::channel(start_rv).0,
-        }
-    }
-
     /// The store of one resource.
-    pub fn store(&self, kind: ResourceKind) -> &ResourceStore {
-        &self.stores[kind.index()]
+    pub fn store(&self, kind: ResourceKind) -> &Store {
+        &self.0.stores[kind]
     }
 
-    /// Records which EndpointSlice version the upstream serves; called once,
-    /// after discovery and before the reflectors start.
-    pub fn set_slice_version(&self, version: ApiVersion) {
-        self.store(ResourceKind::EndpointSlices).set_native(version);
+    /// The first resourceVersion of this process.
+    pub fn start_rv(&self) -> u64 {
+        self.0.start_rv
     }
 
     /// The newest resourceVersion handed out, across resources.
     pub fn current_rv(&self) -> u64 {
-        *self.rv.borrow()
-    }
-
-    /// Records that versions up to `rv` have been committed.
-    pub(crate) fn advance_rv(&self, rv: u64) {
-        self.rv.send_if_modified(|cur| {
-            let moved = rv > *cur;
-            if moved {
-                *cur = rv;
-            }
-            moved
-        });
+        *self.0.clock.borrow()
     }
 
     /// Waits until the clock reaches `rv`; false if it did not within `limit`.
-    pub async fn wait_for_rv(&self, rv: u64, limit: std::time::Duration) -> bool {
-        let mut rx = self.rv.subscribe();
+    pub async fn wait_for_rv(&self, rv: u64, limit: Duration) -> bool {
+        let mut rx = self.0.clock.subscribe();
         let reached = tokio::time::timeout(limit, rx.wait_for(|cur| *cur >= rv)).await;
         matches!(reached, Ok(Ok(_)))
     }
 
-    /// Whether every resource has synced.
-    pub fn is_synced(&self) -> bool {
-        self.stores.iter().all(ResourceStore::is_synced)
+    /// Which kinds are served.
+    pub fn readiness(&self) -> &Readiness {
+        &self.0.readiness
+    }
+
+    /// The version objects of `kind` are stored in (the upstream's).
+    pub fn native(&self, kind: ResourceKind) -> ApiVersion {
+        match kind {
+            ResourceKind::EndpointSlices => self
+                .0
+                .slice_version
+                .get()
+                .copied()
+                .unwrap_or(ApiVersion::V1),
+            _ => ApiVersion::V1,
+        }
+    }
+
+    /// `view`'s body as `served` asks for it.
+    pub fn body<'v>(&self, view: &'v View, served: Served) -> &'v Encoded {
+        view.body(served.version, self.native(served.kind))
+    }
+
+    /// `event`'s watch frame as `served` asks for it, encoded once and shared.
+    pub fn frame(&self, event: &Event, served: Served) -> bytes::Bytes {
+        event.frame(served, self.native(served.kind))
+    }
+
+    /// The open watches.
+    pub fn watchers(&self) -> &Arc<WatcherRegistry> {
+        &self.0.watchers
+    }
+
+    /// The counters the cache's users record.
+    pub fn metrics(&self) -> &CacheMetrics {
+        &self.0.metrics
     }
 }
 
@@ -123,6 +172,3 @@ pub fn start_rv_now() -> u64 {
         .map(|d| d.as_micros() as u64)
         .unwrap_or(1)
 }
-
-#[cfg(test)]
-mod tests;

@@ -3,30 +3,19 @@
 
 use std::{
     collections::{BTreeMap, VecDeque},
-    sync::{
-        atomic::{AtomicBool, AtomicU8, Ordering},
-        Arc,
-    },
+    sync::Arc,
 };
 
 use parking_lot::RwLock;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 
 use super::{Event, EventType, View};
-use crate::resource::{ApiVersion, ResourceKind};
 
-/// The served state of one resource.
-pub struct ResourceStore {
-    /// Which resource this is.
-    pub kind: ResourceKind,
-    /// The version objects are stored (and the upstream serves) in; set
-    /// once discovery has run, before the first object arrives.
-    native: AtomicU8,
+/// The served state of one resource. Readers call its methods through
+/// [`Cache::store`](super::Cache::store); only the cache's writer commits.
+pub struct Store {
     state: RwLock<State>,
     live: broadcast::Sender<Arc<Event>>,
-    synced: watch::Sender<bool>,
-    /// Set by the projector during a batch; turned into `synced` after the commit.
-    pending_sync: AtomicBool,
 }
 
 struct State {
@@ -39,7 +28,7 @@ struct State {
     last_rv: u64,
 }
 
-/// A change the projector commits (its rv is already assigned).
+/// A change the writer commits (its rv is already assigned).
 #[derive(Debug)]
 pub struct Change {
     /// Added, modified or deleted.
@@ -67,18 +56,10 @@ pub struct TooOld {
     pub compacted_rv: u64,
 }
 
-impl ResourceStore {
+impl Store {
     /// An empty store whose versions start after `start_rv`.
-    pub fn new(
-        kind: ResourceKind,
-        native: ApiVersion,
-        start_rv: u64,
-        log_capacity: usize,
-        live_capacity: usize,
-    ) -> Self {
-        ResourceStore {
-            kind,
-            native: AtomicU8::new(native.index() as u8),
+    pub(super) fn new(start_rv: u64, log_capacity: usize, live_capacity: usize) -> Self {
+        Store {
             state: RwLock::new(State {
                 objects: BTreeMap::new(),
                 log: VecDeque::with_capacity(log_capacity.min(4096)),
@@ -87,13 +68,11 @@ impl ResourceStore {
                 last_rv: start_rv,
             }),
             live: broadcast::channel(live_capacity.max(1)).0,
-            synced: watch::channel(false).0,
-            pending_sync: AtomicBool::new(false),
         }
     }
 
     /// Applies a batch atomically: readers see all of it or none of it.
-    pub fn commit(&self, changes: Vec<Change>) {
+    pub(super) fn commit(&self, changes: Vec<Change>) {
         if changes.is_empty() {
             return;
         }
@@ -117,48 +96,6 @@ impl ResourceStore {
             // subscriber never misses or duplicates an event (see `subscribe`).
             let _ = self.live.send(event);
         }
-    }
-
-    /// The version objects are stored (and the upstream serves) in.
-    pub fn native(&self) -> ApiVersion {
-        match self.native.load(Ordering::Relaxed) {
-            1 => ApiVersion::V1beta1,
-            _ => ApiVersion::V1,
-        }
-    }
-
-    /// Records the upstream's version (before any object is stored).
-    pub(crate) fn set_native(&self, version: ApiVersion) {
-        self.native.store(version.index() as u8, Ordering::Relaxed);
-    }
-
-    /// Asks for `synced` to be set once the batch being built is committed.
-    pub(crate) fn mark_synced_after_commit(&self) {
-        if !self.is_synced() {
-            self.pending_sync.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Takes the request made by `mark_synced_after_commit`.
-    pub(crate) fn take_pending_sync(&self) -> bool {
-        self.pending_sync.swap(false, Ordering::Relaxed)
-    }
-
-    /// Marks the store as holding the upstream's full state.
-    pub fn mark_synced(&self) {
-        self.synced.send_replace(true);
-    }
-
-    /// Whether the first full sync has happened.
-    pub fn is_synced(&self) -> bool {
-        *self.synced.borrow()
-    }
-
-    /// Waits until the first full sync (callers bound it with a timeout).
-    pub async fn wait_synced(&self) {
-        let mut rx = self.synced.subscribe();
-        // An error means the sender is gone, which cannot happen while `self` lives.
-        let _ = rx.wait_for(|s| *s).await;
     }
 
     /// One object by key.

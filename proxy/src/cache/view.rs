@@ -5,11 +5,11 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value};
 use sitegrid_apimachinery::endpointslice;
 
-use crate::{
+use super::{
     encode::{encode_body, Encoded},
-    object::object_key,
-    resource::{ApiVersion, ResourceKind},
+    kind::ApiVersion,
 };
+use crate::upstream::object_key;
 
 /// One object in a resource's served state, at one proxy resourceVersion.
 #[derive(Debug)]
@@ -26,8 +26,7 @@ pub struct View {
     pub unschedulable: bool,
     /// The proxy resourceVersion this state was committed at.
     pub rv: u64,
-    /// The version the body is encoded in (the upstream's).
-    native: ApiVersion,
+    /// The body in the version the upstream serves (the cache's native version).
     body: Encoded,
     /// The body in the other EndpointSlice version, converted on first use.
     other: OnceLock<Encoded>,
@@ -35,7 +34,7 @@ pub struct View {
 
 impl View {
     /// Encodes `obj` (a full object as JSON) at resourceVersion `rv`.
-    pub fn new(obj: &Map<String, Value>, rv: u64, native: ApiVersion) -> View {
+    pub fn new(obj: &Map<String, Value>, rv: u64) -> View {
         let meta = obj.get("metadata");
         let text = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str);
         let namespace = text("namespace")
@@ -55,7 +54,6 @@ impl View {
             labels,
             unschedulable,
             rv,
-            native,
             body: encode_body(obj, rv),
             other: OnceLock::new(),
         }
@@ -70,7 +68,6 @@ impl View {
             labels: self.labels.clone(),
             unschedulable: self.unschedulable,
             rv,
-            native: self.native,
             body: self.body.with_rv(rv),
             other: OnceLock::new(),
         }
@@ -81,10 +78,11 @@ impl View {
         self.body.same_content(&other.body)
     }
 
-    /// The body in `version`: the stored encoding, or the EndpointSlice
-    /// conversion to the other version, computed once and shared.
-    pub fn body(&self, kind: ResourceKind, version: ApiVersion) -> &Encoded {
-        if version == self.native || kind != ResourceKind::EndpointSlices {
+    /// The body in `version`, for a view stored in `native`: the stored
+    /// encoding, or the EndpointSlice conversion to the other version,
+    /// computed once and shared (only slices are served in two versions).
+    pub fn body(&self, version: ApiVersion, native: ApiVersion) -> &Encoded {
+        if version == native {
             return &self.body;
         }
         self.other.get_or_init(|| {

@@ -2,15 +2,14 @@
 
 use serde_json::{json, Value};
 
-use super::watchers::WatcherSnapshot;
-use crate::{cache::Cache, resource::ResourceKind};
+use crate::cache::{Cache, ResourceKind};
 
 /// The cache summary served at `/debug/cache`.
 ///
 /// A watch's `lag` is its resource's newest resourceVersion minus the last one
-/// the watch has dealt with (`null` until it has dealt with one, and for
-/// resources the cache does not hold): 0 means caught up.
-pub fn cache_summary(cache: &Cache, watchers: &[WatcherSnapshot]) -> Value {
+/// the watch has dealt with (`null` until it has dealt with one): 0 means
+/// caught up.
+pub fn cache_summary(cache: &Cache) -> Value {
     let resources: Vec<Value> = ResourceKind::ALL
         .into_iter()
         .map(|kind| {
@@ -21,29 +20,24 @@ pub fn cache_summary(cache: &Cache, watchers: &[WatcherSnapshot]) -> Value {
                 "objects": objects,
                 "loggedEvents": logged,
                 "lastResourceVersion": store.last_rv().to_string(),
-                "synced": store.is_synced(),
+                "synced": cache.readiness().is_served(kind),
             })
         })
         .collect();
-    let watches: Vec<Value> = watchers
+    let watches: Vec<Value> = cache
+        .watchers()
+        .snapshot()
         .iter()
         .map(|w| {
-            let last_rv = ResourceKind::ALL
-                .into_iter()
-                .find(|k| k.plural() == w.info.resource)
-                .map(|k| cache.store(k).last_rv());
-            let lag = match (last_rv, w.sent_rv) {
-                (Some(last), Some(sent)) => Some(last.saturating_sub(sent)),
-                _ => None,
-            };
+            let last_rv = cache.store(w.info.resource).last_rv();
             json!({
                 "id": w.id,
-                "resource": w.info.resource,
+                "resource": w.info.resource.plural(),
                 "namespace": w.info.namespace,
                 "labelSelector": w.info.label_selector,
                 "fieldSelector": w.info.field_selector,
                 "lastSentResourceVersion": w.sent_rv.map(|rv| rv.to_string()),
-                "lag": lag,
+                "lag": w.sent_rv.map(|sent| last_rv.saturating_sub(sent)),
                 "openSeconds": w.age.as_secs(),
             })
         })
@@ -51,8 +45,8 @@ pub fn cache_summary(cache: &Cache, watchers: &[WatcherSnapshot]) -> Value {
     json!({
         // Strings, as Kubernetes spells resourceVersions (opaque to clients).
         "currentResourceVersion": cache.current_rv().to_string(),
-        "startResourceVersion": cache.start_rv.to_string(),
-        "synced": cache.is_synced(),
+        "startResourceVersion": cache.start_rv().to_string(),
+        "synced": cache.readiness().is_ready(),
         "resources": resources,
         "watchers": watches,
     })

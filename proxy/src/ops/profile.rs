@@ -13,7 +13,10 @@ use http::{header, HeaderValue, Response};
 use pprof::protos::Message;
 use sitegrid_apimachinery::Status;
 
-use crate::serve::response::{full, status, Body};
+use crate::http::{
+    response::{full, status},
+    Body,
+};
 
 /// Profile length when `seconds` is not given (as Go's net/http/pprof).
 const DEFAULT_SECONDS: u64 = 30;

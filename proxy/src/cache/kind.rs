@@ -1,0 +1,225 @@
+//! The kinds the proxy caches, how each is spelled on the wire, and
+//! [`PerKind`], a table with one entry per kind.
+
+use std::{
+    fmt,
+    ops::{Index, IndexMut},
+};
+
+use kube::core::ApiResource;
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
+
+/// A cached resource. EndpointSlices are one resource served in two API
+/// versions (`discovery.k8s.io/v1` and `v1beta1`) from the same store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ResourceKind {
+    /// core/v1 Services.
+    Services,
+    /// core/v1 Endpoints.
+    Endpoints,
+    /// discovery.k8s.io EndpointSlices.
+    EndpointSlices,
+    /// core/v1 Nodes.
+    Nodes,
+}
+
+impl ResourceKind {
+    /// Every cached kind, in a fixed order (the order of [`PerKind`]).
+    pub const ALL: [ResourceKind; 4] = [
+        ResourceKind::Services,
+        ResourceKind::Endpoints,
+        ResourceKind::EndpointSlices,
+        ResourceKind::Nodes,
+    ];
+
+    /// Position in [`ResourceKind::ALL`].
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The resource the upstream serves this kind as (EndpointSlices in
+    /// `slice_version`, everything else in `v1`).
+    pub fn api_resource(self, slice_version: ApiVersion) -> ApiResource {
+        let version = match self {
+            ResourceKind::EndpointSlices => slice_version.as_str(),
+            _ => "v1",
+        };
+        let group = self.group();
+        ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: if group.is_empty() {
+                version.into()
+            } else {
+                format!("{group}/{version}")
+            },
+            kind: self.kind().into(),
+            plural: self.plural().into(),
+        }
+    }
+
+    /// The plural resource name used in paths (`services`).
+    pub fn plural(self) -> &'static str {
+        match self {
+            ResourceKind::Services => "services",
+            ResourceKind::Endpoints => "endpoints",
+            ResourceKind::EndpointSlices => "endpointslices",
+            ResourceKind::Nodes => "nodes",
+        }
+    }
+
+    /// The object kind (`Service`).
+    pub fn kind(self) -> &'static str {
+        match self {
+            ResourceKind::Services => "Service",
+            ResourceKind::Endpoints => "Endpoints",
+            ResourceKind::EndpointSlices => "EndpointSlice",
+            ResourceKind::Nodes => "Node",
+        }
+    }
+
+    /// The API group (`""` for core).
+    pub fn group(self) -> &'static str {
+        match self {
+            ResourceKind::EndpointSlices => "discovery.k8s.io",
+            _ => "",
+        }
+    }
+
+    /// Whether objects live in namespaces.
+    pub fn namespaced(self) -> bool {
+        !matches!(self, ResourceKind::Nodes)
+    }
+
+    /// Field selectors kube-apiserver accepts for this resource.
+    pub fn selectable_fields(self) -> &'static [&'static str] {
+        match self {
+            ResourceKind::Nodes => &["metadata.name", "spec.unschedulable"],
+            _ => &["metadata.name", "metadata.namespace"],
+        }
+    }
+}
+
+impl fmt::Display for ResourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.plural())
+    }
+}
+
+/// Metrics label the kind by its plural (`resource="services"`).
+impl EncodeLabelValue for ResourceKind {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), fmt::Error> {
+        fmt::Write::write_str(encoder, self.plural())
+    }
+}
+
+/// One `T` per cached kind, indexed by [`ResourceKind`]: per-kind state as one
+/// value instead of parallel arrays.
+#[derive(Debug, Clone, Default)]
+pub struct PerKind<T>([T; 4]);
+
+impl<T> PerKind<T> {
+    /// A table with `f(kind)` for every kind.
+    pub fn new(f: impl FnMut(ResourceKind) -> T) -> PerKind<T> {
+        PerKind(ResourceKind::ALL.map(f))
+    }
+
+    /// Every kind with its entry, in [`ResourceKind::ALL`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (ResourceKind, &T)> {
+        ResourceKind::ALL.into_iter().zip(self.0.iter())
+    }
+}
+
+impl<T> Index<ResourceKind> for PerKind<T> {
+    type Output = T;
+
+    fn index(&self, kind: ResourceKind) -> &T {
+        &self.0[kind.index()]
+    }
+}
+
+impl<T> IndexMut<ResourceKind> for PerKind<T> {
+    fn index_mut(&mut self, kind: ResourceKind) -> &mut T {
+        &mut self.0[kind.index()]
+    }
+}
+
+/// A served API version of a cached resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ApiVersion {
+    /// `v1` (core) or `discovery.k8s.io/v1`.
+    V1,
+    /// `discovery.k8s.io/v1beta1` (EndpointSlices only).
+    V1beta1,
+}
+
+impl ApiVersion {
+    /// The version segment of the path (`v1`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiVersion::V1 => "v1",
+            ApiVersion::V1beta1 => "v1beta1",
+        }
+    }
+
+    /// Index for per-version tables.
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A resource in one API version: what a request addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Served {
+    /// The cached resource.
+    pub kind: ResourceKind,
+    /// The version the client asked for.
+    pub version: ApiVersion,
+}
+
+impl Served {
+    /// `apiVersion` as written in objects (`v1`, `discovery.k8s.io/v1beta1`).
+    pub fn api_version(self) -> &'static str {
+        match (self.kind.group(), self.version) {
+            ("", _) => "v1",
+            (_, ApiVersion::V1) => "discovery.k8s.io/v1",
+            (_, ApiVersion::V1beta1) => "discovery.k8s.io/v1beta1",
+        }
+    }
+
+    /// `{"kind":"Service","apiVersion":"v1",` — the prefix that turns a stored body
+    /// (which starts with `{` and carries no kind/apiVersion) into a full object.
+    pub fn object_prefix(self) -> &'static str {
+        match (self.kind, self.version) {
+            (ResourceKind::Services, _) => r#"{"kind":"Service","apiVersion":"v1","#,
+            (ResourceKind::Endpoints, _) => r#"{"kind":"Endpoints","apiVersion":"v1","#,
+            (ResourceKind::Nodes, _) => r#"{"kind":"Node","apiVersion":"v1","#,
+            (ResourceKind::EndpointSlices, ApiVersion::V1) => {
+                r#"{"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1","#
+            }
+            (ResourceKind::EndpointSlices, ApiVersion::V1beta1) => {
+                r#"{"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1beta1","#
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_prefixes_spell_kind_and_api_version() {
+        for kind in ResourceKind::ALL {
+            for version in [ApiVersion::V1, ApiVersion::V1beta1] {
+                let served = Served { kind, version };
+                let want = format!(
+                    "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",",
+                    kind.kind(),
+                    served.api_version()
+                );
+                assert_eq!(served.object_prefix(), want);
+            }
+        }
+    }
+}

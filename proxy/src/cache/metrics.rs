@@ -1,0 +1,187 @@
+//! The cache's metrics. Hot paths bump an atomic per kind; everything is
+//! read at scrape time by a prometheus-client [`Collector`] over the cache,
+//! so gauges (objects, logged events, readiness, open watches) are derived
+//! from the one place that holds each state, never kept alongside.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
+    metrics::{counter::ConstCounter, gauge::ConstGauge, MetricType},
+    registry::Registry,
+};
+
+use super::{
+    kind::{PerKind, ResourceKind},
+    Cache,
+};
+
+/// What the counters count, in [`COUNTED`] order.
+#[derive(Clone, Copy, Debug)]
+enum Counted {
+    EventsIn,
+    EventsOut,
+    Lagged,
+    Reconnects,
+    Errors,
+}
+
+/// Name and help of each [`Counted`] counter (`_total` is added on encoding).
+const COUNTED: [(&str, &str); 5] = [
+    (
+        "watch_events_in",
+        "Upstream watch events applied to the cache, by resource",
+    ),
+    (
+        "watch_events_out",
+        "Watch event frames sent to clients, by resource",
+    ),
+    (
+        "watchers_ended_lagging",
+        "Watches ended with 410 Expired because they fell behind, by resource",
+    ),
+    (
+        "upstream_reconnects",
+        "Upstream watches re-established with a new list, by resource",
+    ),
+    (
+        "upstream_errors",
+        "Errors from upstream lists and watches, by resource",
+    ),
+];
+
+/// The per-kind counters the writer, the sync loop and the watch handler record.
+#[derive(Debug, Default)]
+pub struct CacheMetrics {
+    counts: PerKind<[AtomicU64; 5]>,
+}
+
+impl CacheMetrics {
+    fn add(&self, which: Counted, kind: ResourceKind, n: u64) {
+        self.counts[kind][which as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn get(&self, which: Counted, kind: ResourceKind) -> u64 {
+        self.counts[kind][which as usize].load(Ordering::Relaxed)
+    }
+
+    /// `n` upstream watch events applied.
+    pub fn events_in(&self, kind: ResourceKind, n: u64) {
+        self.add(Counted::EventsIn, kind, n);
+    }
+
+    /// `n` watch frames sent to clients.
+    pub fn events_out(&self, kind: ResourceKind, n: u64) {
+        self.add(Counted::EventsOut, kind, n);
+    }
+
+    /// A watch ended with 410 Expired for falling behind.
+    pub fn watcher_lagged(&self, kind: ResourceKind) {
+        self.add(Counted::Lagged, kind, 1);
+    }
+
+    /// An upstream watch re-established with a new list.
+    pub fn upstream_reconnect(&self, kind: ResourceKind) {
+        self.add(Counted::Reconnects, kind, 1);
+    }
+
+    /// An error from an upstream list or watch.
+    pub fn upstream_error(&self, kind: ResourceKind) {
+        self.add(Counted::Errors, kind, 1);
+    }
+}
+
+/// The `resource` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResourceLabel {
+    resource: ResourceKind,
+}
+
+/// Encodes one metric with a series per kind.
+fn per_kind<M: EncodeMetric>(
+    encoder: &mut DescriptorEncoder,
+    (name, help): (&str, &str),
+    metric_type: MetricType,
+    value: impl Fn(ResourceKind) -> M,
+) -> Result<(), std::fmt::Error> {
+    let mut metric = encoder.encode_descriptor(name, help, None, metric_type)?;
+    for resource in ResourceKind::ALL {
+        value(resource).encode(metric.encode_family(&ResourceLabel { resource })?)?;
+    }
+    Ok(())
+}
+
+/// Reads the cache at scrape time.
+#[derive(Debug)]
+struct CacheCollector(Cache);
+
+impl Collector for CacheCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let cache = &self.0;
+        let metrics = cache.metrics();
+        for (i, which) in [
+            Counted::EventsIn,
+            Counted::EventsOut,
+            Counted::Lagged,
+            Counted::Reconnects,
+            Counted::Errors,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            per_kind(&mut encoder, COUNTED[i], MetricType::Counter, |k| {
+                ConstCounter::new(metrics.get(which, k))
+            })?;
+        }
+        let open = cache.watchers().count();
+        per_kind(
+            &mut encoder,
+            ("watchers_open", "Watches currently open, by resource"),
+            MetricType::Gauge,
+            |k| ConstGauge::new(gauge(open[k] as u64)),
+        )?;
+        let sizes = PerKind::new(|k| cache.store(k).sizes());
+        per_kind(
+            &mut encoder,
+            ("cache_objects", "Objects in the cache, by resource"),
+            MetricType::Gauge,
+            |k| ConstGauge::new(gauge(sizes[k].0 as u64)),
+        )?;
+        per_kind(
+            &mut encoder,
+            (
+                "cache_log_events",
+                "Events kept for watch resume, by resource",
+            ),
+            MetricType::Gauge,
+            |k| ConstGauge::new(gauge(sizes[k].1 as u64)),
+        )?;
+        per_kind(
+            &mut encoder,
+            (
+                "cache_synced",
+                "1 once the resource is served from the cache (first full sync done)",
+            ),
+            MetricType::Gauge,
+            |k| ConstGauge::new(i64::from(cache.readiness().is_served(k))),
+        )?;
+        ConstGauge::new(gauge(cache.current_rv())).encode(encoder.encode_descriptor(
+            "cache_resource_version",
+            "The newest resourceVersion the cache has handed out",
+            None,
+            MetricType::Gauge,
+        )?)
+    }
+}
+
+fn gauge(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl Cache {
+    /// Registers the cache's metrics (counters and scrape-time gauges) in `registry`.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        registry.register_collector(Box::new(CacheCollector(self.clone())));
+    }
+}

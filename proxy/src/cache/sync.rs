@@ -1,0 +1,93 @@
+//! Keeping the cache in sync with the API server: discover which
+//! EndpointSlice version it serves, start the writer, and run one upstream
+//! list/watch per kind feeding it. Runs until its task is dropped.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::{sync::mpsc, task::JoinSet};
+use tracing::{debug, info, warn};
+
+use super::{
+    kind::{ApiVersion, ResourceKind},
+    Cache, UpstreamEvent, WriterSlot,
+};
+use crate::upstream::reflector;
+
+/// Events buffered between the reflectors and the writer.
+const WRITER_QUEUE: usize = 1024;
+
+/// Discovers the upstream (retrying until it answers), then keeps the cache
+/// in sync for node `local_node`. The reflectors and the writer live in a
+/// task set owned by this future: dropping it stops them all.
+pub async fn run(client: kube::Client, slot: WriterSlot, local_node: String) {
+    let slice_version = discover_with_retry(&client).await;
+    info!(
+        endpointslices = slice_version.as_str(),
+        "upstream discovered; syncing"
+    );
+    let writer = slot.start(local_node, slice_version);
+    let cache = writer.cache().clone();
+    let (tx, rx) = mpsc::channel(WRITER_QUEUE);
+    let mut tasks = JoinSet::new();
+    tasks.spawn(writer.run(rx));
+    for kind in ResourceKind::ALL {
+        tasks.spawn(reflect(
+            client.clone(),
+            kind,
+            slice_version,
+            tx.clone(),
+            cache.clone(),
+        ));
+    }
+    drop(tx);
+    // Nothing here ends on its own; when one does, it is logged and the rest go on.
+    while let Some(ended) = tasks.join_next().await {
+        if let Err(err) = ended {
+            warn!(error = %err, "a sync task ended abnormally");
+        }
+    }
+}
+
+/// One kind's list/watch, forwarded to the writer; errors are counted and retried.
+async fn reflect(
+    client: kube::Client,
+    kind: ResourceKind,
+    slice_version: ApiVersion,
+    tx: mpsc::Sender<UpstreamEvent>,
+    cache: Cache,
+) {
+    let mut events = std::pin::pin!(reflector::watch(client, &kind.api_resource(slice_version)));
+    while let Some(item) = events.next().await {
+        match item {
+            Ok(event) => {
+                if tx.send((kind, event)).await.is_err() {
+                    debug!(resource = %kind, "writer gone; reflector stops");
+                    return;
+                }
+            }
+            // The backoff stream retries by itself; the cache keeps serving meanwhile.
+            Err(err) => {
+                cache.metrics().upstream_error(kind);
+                warn!(resource = %kind, error = %err, "upstream list/watch failed; retrying");
+            }
+        }
+    }
+}
+
+/// Which EndpointSlice version the upstream serves: `v1` when it has it,
+/// else `v1beta1` (Kubernetes 1.20). Retries with backoff until it answers.
+async fn discover_with_retry(client: &kube::Client) -> ApiVersion {
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match reflector::group_versions(client, ResourceKind::EndpointSlices.group()).await {
+            Ok(versions) if versions.iter().any(|v| v == "v1") => return ApiVersion::V1,
+            Ok(_) => return ApiVersion::V1beta1,
+            Err(err) => {
+                warn!(error = %err, retry_in = ?delay, "cannot reach the API server for discovery");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(10));
+            }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! What the writer takes from an upstream object: what it keeps between
+//! events ([`Stored`]) and what it uses once, on arrival ([`Once`]).
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use serde_json::{value::RawValue, Map, Value};
+
+use crate::{
+    cache::{kind::ResourceKind, topology::SERVICE_NAME_LABEL},
+    upstream::{object_key, UpstreamObject},
+};
+
+/// What the writer keeps of an upstream object between events.
+pub(super) struct Stored {
+    /// The upstream resourceVersion: a relist skips objects that did not change.
+    pub(super) rv: Box<str>,
+    /// Endpoints and EndpointSlices: the raw JSON, LZ4-compressed, from which
+    /// their views are recomputed when a node moves site or a Service's
+    /// topology changes (rare; endpoint JSON shrinks about fourfold).
+    pub(super) raw: Option<Box<[u8]>>,
+    /// For an EndpointSlice: the `ns/service` it belongs to.
+    pub(super) service: Option<String>,
+}
+
+/// Services and Nodes: what their arrival contributes, then dropped (their
+/// views are made once, from the object itself).
+pub(super) struct Once {
+    /// The object as the API server sent it.
+    pub(super) raw: Arc<RawValue>,
+    /// Node labels.
+    pub(super) labels: Option<BTreeMap<String, String>>,
+    /// Service annotations (for `topologyKeys`).
+    pub(super) annotations: Option<BTreeMap<String, String>>,
+}
+
+impl Once {
+    /// The object as JSON, for its view.
+    pub(super) fn value(&self) -> Value {
+        parse(self.raw.get().as_bytes())
+    }
+}
+
+/// An upstream object as the writer takes it in.
+pub(super) struct Incoming {
+    /// What is kept between events.
+    pub(super) stored: Stored,
+    /// Services and Nodes: what is used once.
+    pub(super) once: Option<Once>,
+}
+
+impl Incoming {
+    /// Takes `obj` apart into what is kept and what is used once; the parsed
+    /// metadata is dropped here, so a relist buffer stays compact.
+    pub(super) fn new(kind: ResourceKind, obj: UpstreamObject) -> Incoming {
+        let stored = Stored::of(kind, &obj);
+        let meta = obj.metadata;
+        let once = match kind {
+            ResourceKind::Services => Some(Once {
+                raw: obj.raw,
+                labels: None,
+                annotations: meta.annotations,
+            }),
+            ResourceKind::Nodes => Some(Once {
+                raw: obj.raw,
+                labels: meta.labels,
+                annotations: None,
+            }),
+            ResourceKind::Endpoints | ResourceKind::EndpointSlices => None,
+        };
+        Incoming { stored, once }
+    }
+}
+
+impl Stored {
+    /// What the writer keeps of `obj` (raw JSON only where views are recomputed).
+    pub(super) fn of(kind: ResourceKind, obj: &UpstreamObject) -> Stored {
+        let keep_raw = matches!(kind, ResourceKind::Endpoints | ResourceKind::EndpointSlices);
+        Stored {
+            rv: obj.upstream_rv().into(),
+            raw: keep_raw.then(|| compress(&obj.raw)),
+            service: (kind == ResourceKind::EndpointSlices)
+                .then(|| slice_service(obj))
+                .flatten(),
+        }
+    }
+
+    /// The kept JSON (Endpoints and EndpointSlices), parsed.
+    pub(super) fn value(&self) -> Option<Value> {
+        let raw = self.raw.as_ref()?;
+        let json = lz4_flex::decompress_size_prepended(raw).ok()?;
+        Some(parse(&json))
+    }
+}
+
+fn compress(raw: &RawValue) -> Box<[u8]> {
+    lz4_flex::compress_prepend_size(raw.get().as_bytes()).into_boxed_slice()
+}
+
+/// JSON the API server sent; it was valid when it arrived (the watcher
+/// decoded it), so a failure here is not expected: it yields an empty object.
+fn parse(json: &[u8]) -> Value {
+    serde_json::from_slice(json).unwrap_or_else(|_| Value::Object(Map::new()))
+}
+
+/// `ns/service` of an EndpointSlice, from its `kubernetes.io/service-name` label.
+fn slice_service(obj: &UpstreamObject) -> Option<String> {
+    let svc = obj.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?;
+    Some(object_key(obj.metadata.namespace.as_deref(), svc))
+}

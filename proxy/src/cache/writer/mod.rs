@@ -1,0 +1,292 @@
+//! The writer: the one place that changes the cache (the projector).
+//!
+//! It keeps the raw upstream objects, buffers relists until they complete and
+//! then applies only the differences, and recomputes the topology views of
+//! Endpoints and EndpointSlices when their objects, their Service's
+//! `topologyKeys` or the relevant node labels change ([`project`]). Every
+//! change whose served content really differs gets the next resourceVersion
+//! and is committed in one batch per resource; readiness is published right
+//! after the commit that completes a kind.
+
+mod incoming;
+mod project;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    sync::Arc,
+};
+
+use kube::runtime::watcher;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use super::{
+    kind::{ApiVersion, PerKind, ResourceKind},
+    topology::{NodeLabels, TopologyKeys},
+    Cache, Change, EventType, Shared, View,
+};
+use crate::upstream::UpstreamObject;
+use incoming::{Incoming, Once, Stored};
+
+/// What a reflector hands the writer.
+pub type UpstreamEvent = (ResourceKind, watcher::Event<UpstreamObject>);
+
+/// The right to write the cache: one per cache, not `Clone`. It becomes the
+/// [`Writer`] once the upstream's EndpointSlice version is known.
+pub struct WriterSlot(pub(super) Arc<Shared>);
+
+impl WriterSlot {
+    /// The writer for node `local_node`, storing EndpointSlices in
+    /// `slice_version` (the version the upstream serves).
+    pub fn start(self, local_node: impl Into<String>, slice_version: ApiVersion) -> Writer {
+        // The slot is consumed, so this is the one and only setting.
+        let _ = self.0.slice_version.set(slice_version);
+        let cache = Cache(self.0);
+        Writer {
+            next_rv: cache.start_rv() + 1,
+            cache,
+            local_node: local_node.into(),
+            upstream: PerKind::default(),
+            services: HashMap::new(),
+            nodes: NodeLabels::new(),
+            slices_by_service: HashMap::new(),
+        }
+    }
+}
+
+/// One kind's upstream state as the writer knows it.
+#[derive(Default)]
+struct Upstream {
+    /// The objects by key.
+    objects: BTreeMap<String, Stored>,
+    /// A relist in progress: the objects listed so far.
+    relist: Option<BTreeMap<String, Incoming>>,
+    /// Whether a first full list has arrived.
+    synced: bool,
+}
+
+/// The cache's single writer.
+pub struct Writer {
+    cache: Cache,
+    local_node: String,
+    next_rv: u64,
+    upstream: PerKind<Upstream>,
+    /// Services with a valid `topologyKeys` annotation.
+    services: HashMap<String, TopologyKeys>,
+    nodes: NodeLabels,
+    /// `ns/service` → keys of its EndpointSlices.
+    slices_by_service: HashMap<String, BTreeSet<String>>,
+}
+
+/// Changes collected while handling one upstream event.
+#[derive(Default)]
+struct Batch {
+    changes: PerKind<Vec<Change>>,
+}
+
+impl Writer {
+    /// The cache this writer fills.
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// Consumes reflector events until every sender is gone.
+    pub async fn run(mut self, mut rx: mpsc::Receiver<UpstreamEvent>) {
+        while let Some((kind, event)) = rx.recv().await {
+            self.handle(kind, event);
+        }
+        debug!("writer: all reflectors stopped");
+    }
+
+    /// Applies one upstream event and commits what it changed.
+    pub fn handle(&mut self, kind: ResourceKind, event: watcher::Event<UpstreamObject>) {
+        let metrics = self.cache.metrics();
+        match &event {
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitApply(_) => {
+                metrics.events_in(kind, 1)
+            }
+            // A list after the first one: the watch had to be re-established from scratch.
+            watcher::Event::Init if self.upstream[kind].synced => metrics.upstream_reconnect(kind),
+            _ => {}
+        }
+        let mut batch = Batch::default();
+        match event {
+            watcher::Event::Init => self.upstream[kind].relist = Some(BTreeMap::new()),
+            watcher::Event::InitApply(obj) => {
+                // Kept compact until the list completes: a relist of thousands of
+                // objects must not hold them all as parsed metadata.
+                let buf = self.upstream[kind].relist.get_or_insert_with(BTreeMap::new);
+                buf.insert(obj.key(), Incoming::new(kind, obj));
+            }
+            watcher::Event::InitDone => self.relisted(kind, &mut batch),
+            watcher::Event::Apply(obj) => {
+                let upserted = vec![(obj.key(), Incoming::new(kind, obj))];
+                self.changed(kind, upserted, Vec::new(), &mut batch);
+            }
+            watcher::Event::Delete(obj) => {
+                let key = obj.key();
+                let old = self.upstream[kind]
+                    .objects
+                    .remove(&key)
+                    .unwrap_or_else(|| Stored::of(kind, &obj));
+                self.changed(kind, Vec::new(), vec![(key, old)], &mut batch);
+            }
+        }
+        self.commit(batch);
+    }
+
+    /// A relist completed: swap it in, emitting only the differences.
+    fn relisted(&mut self, kind: ResourceKind, batch: &mut Batch) {
+        let up = &mut self.upstream[kind];
+        let fresh = up.relist.take().unwrap_or_default();
+        let gone: Vec<String> = up
+            .objects
+            .keys()
+            .filter(|k| !fresh.contains_key(*k))
+            .cloned()
+            .collect();
+        let deleted: Vec<(String, Stored)> = gone
+            .into_iter()
+            .filter_map(|k| up.objects.remove(&k).map(|s| (k, s)))
+            .collect();
+        let total = fresh.len();
+        let upserted: Vec<(String, Incoming)> = fresh
+            .into_iter()
+            .filter(|(k, o)| {
+                up.objects
+                    .get(k)
+                    .is_none_or(|s| o.stored.rv.is_empty() || s.rv != o.stored.rv)
+            })
+            .collect();
+        info!(resource = %kind, objects = total, changed = upserted.len() + deleted.len(), "upstream list synced");
+        let first_sync = !up.synced;
+        up.synced = true;
+        self.changed(kind, upserted, deleted, batch);
+        // The topology inputs just became complete: every view can be computed.
+        if first_sync && is_topology_input(kind) && self.topology_ready() {
+            self.recompute_all(batch);
+        }
+    }
+
+    /// Whether services and nodes, which every filtered view depends on, are complete.
+    fn topology_ready(&self) -> bool {
+        self.upstream[ResourceKind::Services].synced && self.upstream[ResourceKind::Nodes].synced
+    }
+
+    /// Whether `kind` can be served: its first list is in, and for endpoints
+    /// and slices the topology inputs too, so nobody sees a half-filtered view.
+    fn servable(&self, kind: ResourceKind) -> bool {
+        self.upstream[kind].synced && (is_topology_input(kind) || self.topology_ready())
+    }
+
+    /// Records upserted objects and reacts to what changed.
+    fn changed(
+        &mut self,
+        kind: ResourceKind,
+        upserted: Vec<(String, Incoming)>,
+        deleted: Vec<(String, Stored)>,
+        batch: &mut Batch,
+    ) {
+        let mut previous = Vec::with_capacity(upserted.len());
+        let mut arrived: Vec<(String, Option<Once>)> = Vec::with_capacity(upserted.len());
+        for (key, inc) in upserted {
+            previous.push(self.upstream[kind].objects.insert(key.clone(), inc.stored));
+            arrived.push((key, inc.once));
+        }
+        match kind {
+            ResourceKind::Services => self.services_changed(&arrived, &deleted, batch),
+            ResourceKind::Nodes => self.nodes_changed(&arrived, &deleted, batch),
+            ResourceKind::Endpoints => {
+                let keys = arrived
+                    .iter()
+                    .map(|(k, _)| k)
+                    .chain(deleted.iter().map(|(k, _)| k));
+                for key in keys {
+                    self.project_endpoints(key, batch);
+                }
+            }
+            ResourceKind::EndpointSlices => {
+                self.slices_changed(&arrived, previous, &deleted, batch)
+            }
+        }
+    }
+
+    /// Queues the new served state of one object (None: gone) if it differs
+    /// from what is served now, taking the next resourceVersion.
+    fn emit(&mut self, kind: ResourceKind, key: &str, value: Option<Value>, batch: &mut Batch) {
+        let store = self.cache.store(kind);
+        let current = match pending(&batch.changes[kind], key) {
+            Some(in_batch) => in_batch,
+            None => store.get(key),
+        };
+        let change = match (value, current) {
+            (Some(Value::Object(map)), current) => {
+                let view = View::new(&map, self.next_rv);
+                let event_type = match current {
+                    Some(cur) if cur.same_content(&view) => return,
+                    Some(_) => EventType::Modified,
+                    None => EventType::Added,
+                };
+                Change {
+                    event_type,
+                    object: Arc::new(view),
+                }
+            }
+            (Some(_), _) => {
+                warn!(resource = %kind, %key, "upstream object is not a JSON object; ignored");
+                return;
+            }
+            (None, Some(cur)) => Change {
+                event_type: EventType::Deleted,
+                object: Arc::new(cur.with_rv(self.next_rv)),
+            },
+            (None, None) => return,
+        };
+        self.next_rv += 1;
+        batch.changes[kind].push(change);
+    }
+
+    /// Commits the batch, advances the clock, then publishes newly served kinds.
+    fn commit(&mut self, batch: Batch) {
+        let Batch { mut changes } = batch;
+        for kind in ResourceKind::ALL {
+            self.cache
+                .store(kind)
+                .commit(std::mem::take(&mut changes[kind]));
+        }
+        let last = self.next_rv - 1;
+        self.cache.0.clock.send_if_modified(|cur| {
+            let moved = last > *cur;
+            if moved {
+                *cur = last;
+            }
+            moved
+        });
+        for kind in ResourceKind::ALL {
+            if !self.cache.readiness().is_served(kind) && self.servable(kind) {
+                info!(resource = %kind, "serving from cache");
+                self.cache.readiness().serve(kind);
+            }
+        }
+    }
+}
+
+/// Services and nodes: what the topology filter reads.
+fn is_topology_input(kind: ResourceKind) -> bool {
+    matches!(kind, ResourceKind::Services | ResourceKind::Nodes)
+}
+
+/// The state of `key` as changed earlier in the same batch (`Some(None)`: deleted), if it was.
+fn pending(changes: &[Change], key: &str) -> Option<Option<Arc<View>>> {
+    changes
+        .iter()
+        .rev()
+        .find(|c| c.object.key == key)
+        .map(|c| match c.event_type {
+            EventType::Deleted => None,
+            _ => Some(c.object.clone()),
+        })
+}

@@ -1,0 +1,240 @@
+//! How the writer reacts to each kind: Services and Nodes are served as
+//! they are and feed the topology inputs; Endpoints and EndpointSlices are
+//! projected through the topology filter ([`crate::cache::topology`]) and
+//! recomputed whenever an input they depend on changes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use tracing::{debug, warn};
+
+use super::{Batch, Once, Stored, Writer};
+use crate::cache::{
+    kind::ResourceKind,
+    topology::{self, TopologyKeys},
+};
+
+impl Writer {
+    pub(super) fn services_changed(
+        &mut self,
+        upserted: &[(String, Option<Once>)],
+        deleted: &[(String, Stored)],
+        batch: &mut Batch,
+    ) {
+        let mut affected = Vec::new();
+        for (key, once) in upserted {
+            let keys = match TopologyKeys::from_annotations(
+                once.as_ref().and_then(|o| o.annotations.as_ref()),
+            ) {
+                Ok(k) => k,
+                Err(reason) => {
+                    warn!(service = %key, %reason, "ignoring invalid topology annotation; endpoints pass unfiltered");
+                    None
+                }
+            };
+            let before = match &keys {
+                Some(k) => self.services.insert(key.clone(), k.clone()),
+                None => self.services.remove(key),
+            };
+            if before != keys {
+                affected.push(key.clone());
+            }
+            let view = once.as_ref().map(Once::value);
+            self.emit(ResourceKind::Services, key, view, batch);
+        }
+        for (key, _) in deleted {
+            if self.services.remove(key).is_some() {
+                affected.push(key.clone());
+            }
+            self.emit(ResourceKind::Services, key, None, batch);
+        }
+        for service in affected {
+            self.project_endpoints(&service, batch);
+            self.project_slices_of(&service, batch);
+        }
+    }
+
+    pub(super) fn nodes_changed(
+        &mut self,
+        upserted: &[(String, Option<Once>)],
+        deleted: &[(String, Stored)],
+        batch: &mut Batch,
+    ) {
+        let mut labels_moved = false;
+        for (key, once) in upserted {
+            let labels = once
+                .as_ref()
+                .and_then(|o| o.labels.clone())
+                .unwrap_or_default();
+            if self.nodes.get(key) != Some(&labels) {
+                labels_moved |= self.relevant(key, self.nodes.get(key), Some(&labels));
+                self.nodes.insert(key.clone(), labels);
+            }
+            let view = once.as_ref().map(Once::value);
+            self.emit(ResourceKind::Nodes, key, view, batch);
+        }
+        for (key, _) in deleted {
+            if let Some(old) = self.nodes.remove(key) {
+                labels_moved |= self.relevant(key, Some(&old), None);
+            }
+            self.emit(ResourceKind::Nodes, key, None, batch);
+        }
+        if labels_moved {
+            debug!("node topology labels changed; recomputing filtered views");
+            self.recompute_all(batch);
+        }
+    }
+
+    /// Whether a node's label change can alter any view: it is the local node,
+    /// or a label some Service's topology keys name differs.
+    fn relevant(
+        &self,
+        node: &str,
+        before: Option<&BTreeMap<String, String>>,
+        after: Option<&BTreeMap<String, String>>,
+    ) -> bool {
+        if node == self.local_node {
+            return true;
+        }
+        self.services
+            .values()
+            .flat_map(TopologyKeys::label_keys)
+            .any(|k| before.and_then(|l| l.get(k)) != after.and_then(|l| l.get(k)))
+    }
+
+    pub(super) fn slices_changed(
+        &mut self,
+        upserted: &[(String, Option<Once>)],
+        previous: Vec<Option<Stored>>,
+        deleted: &[(String, Stored)],
+        batch: &mut Batch,
+    ) {
+        let mut services = BTreeSet::new();
+        let unlink =
+            |links: &mut HashMap<String, BTreeSet<String>>, svc: &Option<String>, key: &str| {
+                if let Some(set) = svc.as_ref().and_then(|s| links.get_mut(s)) {
+                    set.remove(key);
+                }
+            };
+        for ((key, _), prev) in upserted.iter().zip(previous) {
+            if let Some(prev) = &prev {
+                unlink(&mut self.slices_by_service, &prev.service, key);
+                services.extend(prev.service.clone());
+            }
+            match self.slice(key).and_then(|s| s.service.clone()) {
+                Some(svc) => {
+                    self.slices_by_service
+                        .entry(svc.clone())
+                        .or_default()
+                        .insert(key.clone());
+                    services.insert(svc);
+                }
+                None => self.project_single_slice(key, batch),
+            }
+        }
+        for (key, old) in deleted {
+            unlink(&mut self.slices_by_service, &old.service, key);
+            services.extend(old.service.clone());
+            self.emit(ResourceKind::EndpointSlices, key, None, batch);
+        }
+        for svc in services {
+            self.project_slices_of(&svc, batch);
+        }
+    }
+
+    /// Recomputes every filtered view (the local node moved, or a relevant label changed).
+    pub(super) fn recompute_all(&mut self, batch: &mut Batch) {
+        let keys: Vec<String> = self.upstream[ResourceKind::Endpoints]
+            .objects
+            .keys()
+            .cloned()
+            .collect();
+        for key in &keys {
+            self.project_endpoints(key, batch);
+        }
+        let slices: Vec<(String, Option<String>)> = self.upstream[ResourceKind::EndpointSlices]
+            .objects
+            .iter()
+            .map(|(k, s)| (k.clone(), s.service.clone()))
+            .collect();
+        let mut services = BTreeSet::new();
+        for (key, service) in slices {
+            match service {
+                Some(svc) => {
+                    services.insert(svc);
+                }
+                None => self.project_single_slice(&key, batch),
+            }
+        }
+        for svc in services {
+            self.project_slices_of(&svc, batch);
+        }
+    }
+
+    fn slice(&self, key: &str) -> Option<&Stored> {
+        self.upstream[ResourceKind::EndpointSlices].objects.get(key)
+    }
+
+    pub(super) fn project_endpoints(&mut self, key: &str, batch: &mut Batch) {
+        if !self.topology_ready() {
+            return;
+        }
+        let Some(mut value) = self.upstream[ResourceKind::Endpoints]
+            .objects
+            .get(key)
+            .and_then(Stored::value)
+        else {
+            self.emit(ResourceKind::Endpoints, key, None, batch);
+            return;
+        };
+        if let Some(keys) = self.services.get(key) {
+            let refs = topology::endpoints_refs(&value);
+            let local = self.nodes.get(&self.local_node);
+            let selection = topology::choose(keys, local, &self.nodes, &refs);
+            topology::project_endpoints(&mut value, &selection, &self.nodes);
+        }
+        self.emit(ResourceKind::Endpoints, key, Some(value), batch);
+    }
+
+    /// Projects every EndpointSlice of one Service (the selection is chosen
+    /// across all of them).
+    fn project_slices_of(&mut self, service: &str, batch: &mut Batch) {
+        if !self.topology_ready() {
+            return;
+        }
+        let slice_keys: Vec<String> = self
+            .slices_by_service
+            .get(service)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        let mut values: Vec<(String, serde_json::Value)> = slice_keys
+            .into_iter()
+            .filter_map(|k| {
+                let v = self.slice(&k)?.value()?;
+                Some((k, v))
+            })
+            .collect();
+        if let Some(keys) = self.services.get(service) {
+            let refs: Vec<_> = values
+                .iter()
+                .flat_map(|(_, v)| topology::slice_refs(v))
+                .collect();
+            let local = self.nodes.get(&self.local_node);
+            let selection = topology::choose(keys, local, &self.nodes, &refs);
+            for (_, v) in values.iter_mut() {
+                topology::project_slice(v, &selection, &self.nodes);
+            }
+        }
+        for (key, value) in values {
+            self.emit(ResourceKind::EndpointSlices, &key, Some(value), batch);
+        }
+    }
+
+    /// A slice without a Service label: served unfiltered.
+    fn project_single_slice(&mut self, key: &str, batch: &mut Batch) {
+        if !self.topology_ready() {
+            return;
+        }
+        let value = self.slice(key).and_then(Stored::value);
+        self.emit(ResourceKind::EndpointSlices, key, value, batch);
+    }
+}

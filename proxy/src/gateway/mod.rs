@@ -1,0 +1,56 @@
+//! The gateway: every request through one Tower stack (see [`stack`]),
+//! classified once into a [`Route`] and steered to the cache handlers, the
+//! operator endpoints or the API server.
+
+pub mod metrics;
+mod path;
+mod query;
+mod rescue;
+pub mod route;
+pub mod stack;
+mod steer;
+
+use tokio_util::sync::CancellationToken;
+
+pub use metrics::RequestMetrics;
+pub use route::{classify, Route, RouteConfig};
+pub use stack::{build, Gateway, Limits};
+
+use crate::{cache::Cache, handlers::HandlerSettings, ops::Ops, upstream::Upstream};
+
+/// What the stack is built from.
+pub struct GatewayConfig {
+    /// The served state.
+    pub cache: Cache,
+    /// Handler settings.
+    pub settings: HandlerSettings,
+    /// The pooled upstream client for passthrough (None: 404 for everything not cached).
+    pub upstream: Option<Upstream>,
+    /// The largest request body passthrough accepts.
+    pub max_body: usize,
+    /// The operator endpoints, when served on this port.
+    pub ops: Option<Ops>,
+    /// Concurrency bounds.
+    pub limits: Limits,
+    /// Request metrics.
+    pub metrics: RequestMetrics,
+    /// Cancelled when the proxy shuts down: open watches end.
+    pub closing: CancellationToken,
+}
+
+impl GatewayConfig {
+    /// A stack over `cache` alone: no upstream, no operator endpoints,
+    /// default settings, unregistered metrics, nobody closing it.
+    pub fn new(cache: Cache) -> GatewayConfig {
+        GatewayConfig {
+            cache,
+            settings: HandlerSettings::default(),
+            upstream: None,
+            max_body: 3 * 1024 * 1024,
+            ops: None,
+            limits: Limits::default(),
+            metrics: RequestMetrics::unregistered(),
+            closing: CancellationToken::new(),
+        }
+    }
+}

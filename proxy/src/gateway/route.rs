@@ -1,0 +1,289 @@
+//! Classifying a request once, at the edge of the stack: which cached
+//! resource, scope, verb and options it asks for (fully parsed and
+//! validated, as a [`CachedRequest`]), or that it is an operator endpoint,
+//! or that it goes upstream (with what the metrics and the limits need).
+
+use http::{header, request::Parts, Method};
+use sitegrid_apimachinery::{
+    continue_token::ContinueToken,
+    negotiate::{self, negotiate},
+    status::StatusCause,
+    table::IncludeObject,
+    Status,
+};
+
+use super::{path::ApiPath, query::Query};
+use crate::{
+    cache::{ApiVersion, ResourceKind, Served},
+    handlers::request::{
+        CachedRequest, Filter, Format, ListFrom, ListRequest, RvMatch, Start, Verb, Versioning,
+        WatchRequest,
+    },
+    http::response::pretty_user_agent,
+    ops,
+};
+
+/// Where a request goes.
+#[derive(Debug, Clone)]
+pub enum Route {
+    /// Served from the cache.
+    Cached(Box<CachedRequest>),
+    /// A cached path that cannot be answered as asked: this Status.
+    Rejected(Box<Rejection>),
+    /// An operator endpoint on the serving port.
+    Ops(ops::Endpoint),
+    /// Anything else: forwarded upstream.
+    Passthrough(Passthrough),
+}
+
+/// A request refused before reaching a handler.
+#[derive(Debug, Clone)]
+pub struct Rejection {
+    /// The answer.
+    pub status: Status,
+    /// Whether it is written as indented JSON (the answer to an `Accept` that
+    /// could not be negotiated, as kube-apiserver writes it).
+    pub indented: bool,
+}
+
+/// A request for the API server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Passthrough {
+    /// The resource the path names (`configmaps`), for metrics; empty when the
+    /// path names none (`/version`, discovery).
+    pub resource: String,
+    /// A watch or a log follow: long-lived, so not counted against the limit.
+    pub streaming: bool,
+}
+
+/// What the serving port answers besides the API.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RouteConfig {
+    /// `/healthz`, `/livez`, `/readyz`, `/metrics` are answered here (not on a port of their own).
+    pub ops: bool,
+    /// `/debug/*` too (`--debug`).
+    pub debug: bool,
+}
+
+/// Parses method, path, query and the negotiation headers into a route.
+pub fn classify(parts: &Parts, config: RouteConfig) -> Route {
+    let path = parts.uri.path();
+    if config.ops {
+        if let Some(endpoint) = ops::Endpoint::of(path, config.debug) {
+            return Route::Ops(endpoint);
+        }
+    }
+    let query = parts.uri.query().unwrap_or("");
+    let api = ApiPath::parse(path);
+    if parts.method == Method::GET {
+        if let Some(target) = api.as_ref().and_then(cached_target) {
+            return match cached(target, query, parts) {
+                Ok(req) => Route::Cached(Box::new(req)),
+                Err(rejection) => Route::Rejected(Box::new(rejection)),
+            };
+        }
+    }
+    Route::Passthrough(Passthrough {
+        resource: api.map(|a| a.resource.to_owned()).unwrap_or_default(),
+        streaming: is_stream(query),
+    })
+}
+
+/// A path of a cached kind: what it addresses.
+struct Target {
+    served: Served,
+    namespace: Option<String>,
+    name: Option<String>,
+    legacy_watch: bool,
+}
+
+/// The cached kind and scope `api` addresses, spelled exactly as kube-apiserver spells them.
+fn cached_target(api: &ApiPath<'_>) -> Option<Target> {
+    let version = match (api.group, api.version) {
+        ("", "v1") | ("discovery.k8s.io", "v1") => ApiVersion::V1,
+        ("discovery.k8s.io", "v1beta1") => ApiVersion::V1beta1,
+        _ => return None,
+    };
+    let kind = ResourceKind::ALL
+        .into_iter()
+        .find(|k| k.plural() == api.resource && k.group() == api.group)?;
+    // Nodes are cluster-scoped (`/namespaces/x/nodes` does not exist); a
+    // namespaced single-object path needs the namespace; subresources go upstream.
+    let misscoped = matches!(
+        (kind.namespaced(), api.namespace, api.name),
+        (false, Some(_), _) | (true, None, Some(_))
+    );
+    if misscoped || api.more {
+        return None;
+    }
+    Some(Target {
+        served: Served { kind, version },
+        namespace: api.namespace.map(str::to_owned),
+        name: api.name.map(str::to_owned),
+        legacy_watch: api.legacy_watch,
+    })
+}
+
+/// The fully parsed request, or the Status kube-apiserver would answer.
+fn cached(target: Target, raw_query: &str, parts: &Parts) -> Result<CachedRequest, Rejection> {
+    let rejected = |status| Rejection {
+        status,
+        indented: false,
+    };
+    let q = Query::parse(raw_query).map_err(rejected)?;
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let format =
+        match negotiate(accept) {
+            Some(negotiate::Format::Json) => Format::Json,
+            Some(negotiate::Format::Table { api_version }) => Format::Table {
+                api_version,
+                include: IncludeObject::parse(q.include_object.as_deref())
+                    .map_err(|m| rejected(Status::bad_request(m)))?,
+            },
+            None => return Err(Rejection {
+                status: Status::not_acceptable(
+                    "the server was unable to respond with a content type that the client supports",
+                ),
+                indented: true,
+            }),
+        };
+    let ua = parts
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    let Target {
+        served,
+        namespace,
+        name,
+        legacy_watch,
+    } = target;
+    let verb = match (name, legacy_watch || q.watch) {
+        // A watch on a single-object path is a watch filtered to that name.
+        (name, true) => Verb::Watch(watch(served.kind, namespace.clone(), name, &q)?),
+        (Some(name), false) => Verb::Get { name },
+        (None, false) => Verb::List(list(served.kind, namespace.clone(), &q)?),
+    };
+    Ok(CachedRequest {
+        served,
+        namespace,
+        format,
+        pretty: q.pretty || pretty_user_agent(ua),
+        verb,
+    })
+}
+
+fn list(
+    kind: ResourceKind,
+    namespace: Option<String>,
+    q: &Query,
+) -> Result<ListRequest, Rejection> {
+    let rejected = |status| Rejection {
+        status,
+        indented: false,
+    };
+    let filter =
+        Filter::parse(kind, namespace, &q.label_selector, &q.field_selector).map_err(rejected)?;
+    let versioning = Versioning::parse(
+        &q.resource_version,
+        &q.resource_version_match,
+        q.continue_token.is_some(),
+    )
+    .map_err(rejected)?;
+    let from = match (&q.continue_token, versioning.rv, versioning.rv_match) {
+        (Some(_), Some(_), _) => {
+            return Err(rejected(Status::bad_request(
+                "specifying resource version is not allowed when using continue",
+            )))
+        }
+        (Some(token), None, _) => ListFrom::Continue(
+            ContinueToken::decode(token)
+                .map_err(|e| rejected(Status::bad_request(e.to_string())))?,
+        ),
+        (None, None, _) => ListFrom::Latest,
+        (None, Some(rv), RvMatch::NotOlderThan) => ListFrom::NotOlderThan(rv),
+        (None, Some(rv), RvMatch::Exact) => ListFrom::Exact(rv),
+    };
+    Ok(ListRequest {
+        filter,
+        from,
+        // `limit` is ignored for resourceVersion=0, as the apiserver's watch cache does.
+        limit: if versioning.zero { 0 } else { q.limit as usize },
+    })
+}
+
+fn watch(
+    kind: ResourceKind,
+    namespace: Option<String>,
+    name: Option<String>,
+    q: &Query,
+) -> Result<WatchRequest, Rejection> {
+    let rejected = |status| Rejection {
+        status,
+        indented: false,
+    };
+    let field = match &name {
+        Some(n) if q.field_selector.is_empty() => format!("metadata.name={n}"),
+        Some(n) => format!("{},metadata.name={n}", q.field_selector),
+        None => q.field_selector.clone(),
+    };
+    let filter = Filter::parse(kind, namespace, &q.label_selector, &field).map_err(rejected)?;
+    let start = start_of(q).map_err(rejected)?;
+    Ok(WatchRequest {
+        filter,
+        start,
+        bookmarks: q.allow_watch_bookmarks,
+        timeout: q.timeout_seconds.map(std::time::Duration::from_secs),
+    })
+}
+
+/// Where a watch starts, validated as kube-apiserver validates
+/// `sendInitialEvents`, `resourceVersionMatch` and `allowWatchBookmarks`.
+fn start_of(q: &Query) -> Result<Start, Status> {
+    let versioning = Versioning::parse(&q.resource_version, "", false)?;
+    let forbidden = |field: &str, msg: &str| StatusCause {
+        reason: "FieldValueForbidden".into(),
+        message: format!("Forbidden: {msg}"),
+        field: field.into(),
+    };
+    let cause = match (q.send_initial_events, q.resource_version_match.as_str()) {
+        (Some(true), "NotOlderThan") if q.allow_watch_bookmarks => None,
+        (Some(true), "NotOlderThan") => Some(forbidden(
+            "allowWatchBookmarks",
+            "allowWatchBookmarks has to be enabled when sendInitialEvents is requested",
+        )),
+        (Some(_), _) => Some(forbidden(
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
+        )),
+        (None, "") => None,
+        (None, _) => Some(forbidden(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        )),
+    };
+    if let Some(cause) = cause {
+        return Err(Status::invalid(
+            "ListOptions",
+            "meta.k8s.io",
+            "",
+            vec![cause],
+        ));
+    }
+    Ok(match (q.send_initial_events, versioning.rv) {
+        (Some(true), _) => Start::Initial { end_bookmark: true },
+        (_, Some(rv)) => Start::After(rv),
+        (_, None) => Start::Initial {
+            end_bookmark: false,
+        },
+    })
+}
+
+/// Long-lived passthrough requests (watches, log follows) are not limited.
+fn is_stream(query: &str) -> bool {
+    form_urlencoded::parse(query.as_bytes()).any(|(k, v)| {
+        (k == "watch" || k == "follow") && matches!(&*v, "1" | "true" | "True" | "TRUE" | "t")
+    })
+}

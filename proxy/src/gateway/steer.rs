@@ -1,0 +1,90 @@
+//! The steer service: sends each classified request to its branch — the
+//! cache handlers (watches unlimited; lists and gets behind the concurrency
+//! limit), the operator endpoints, or passthrough (streams unlimited; the
+//! rest behind the limit).
+
+use std::{
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll},
+};
+
+use http::{Request, Response};
+use sitegrid_apimachinery::Status;
+use tower::{util::BoxCloneSyncService, Service, ServiceExt};
+
+use super::route::Route;
+use crate::{
+    handlers::request::{CachedRequest, Verb},
+    http::{response, Body, BoxError},
+    ops::Ops,
+};
+
+/// A branch for cached requests.
+pub type CachedBranch = BoxCloneSyncService<Box<CachedRequest>, Response<Body>, BoxError>;
+/// A branch for requests that go upstream.
+pub type PassthroughBranch = BoxCloneSyncService<Request<Body>, Response<Body>, BoxError>;
+
+/// Picks the branch for a classified request.
+#[derive(Clone)]
+pub struct Steer {
+    /// Cached watches.
+    pub watch: CachedBranch,
+    /// Cached lists and gets.
+    pub cached: CachedBranch,
+    /// Passthrough watches and log follows.
+    pub stream: PassthroughBranch,
+    /// Other passthrough requests.
+    pub passthrough: PassthroughBranch,
+    /// The operator endpoints, when served on this port.
+    pub ops: Option<Ops>,
+}
+
+impl Service<Request<Body>> for Steer {
+    type Response = Response<Body>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        // Each branch is driven to readiness per request (`oneshot`), so that
+        // one saturated branch never blocks the others.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut req: Request<Body>) -> Self::Future {
+        // The classify layer always runs before this one (see `stack`).
+        let Some(route) = req.extensions_mut().remove::<Route>() else {
+            return Box::pin(async {
+                Ok(response::status(&Status::internal_error(
+                    "sitegrid-proxy: request reached the steer layer unclassified",
+                )))
+            });
+        };
+        match route {
+            Route::Cached(cached) => {
+                let branch = match cached.verb {
+                    Verb::Watch(_) => self.watch.clone(),
+                    _ => self.cached.clone(),
+                };
+                Box::pin(branch.oneshot(cached))
+            }
+            Route::Rejected(rejection) => Box::pin(async move {
+                Ok(if rejection.indented {
+                    response::status_fallback(&rejection.status)
+                } else {
+                    response::status(&rejection.status)
+                })
+            }),
+            Route::Ops(endpoint) => match self.ops.clone() {
+                Some(ops) => Box::pin(async move {
+                    let uri = req.uri().clone();
+                    Ok(ops.answer(req.method(), endpoint, uri.query()).await)
+                }),
+                // Routed to ops only when they are served here.
+                None => Box::pin(self.passthrough.clone().oneshot(req)),
+            },
+            Route::Passthrough(p) if p.streaming => Box::pin(self.stream.clone().oneshot(req)),
+            Route::Passthrough(_) => Box::pin(self.passthrough.clone().oneshot(req)),
+        }
+    }
+}

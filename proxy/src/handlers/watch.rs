@@ -1,0 +1,270 @@
+//! WATCH from the cache: replay from a resourceVersion, initial state,
+//! selector transitions, bookmarks, timeouts, and the lag policy.
+//!
+//! Each watch is a task feeding a small channel that hyper drains into the
+//! response. Frames of shared events are the events' own encoded `Bytes`.
+//! Live events come from a bounded broadcast: a watcher that falls more than
+//! `watcher_buffer` events behind (a slow client) is ended with a 410 Expired
+//! ERROR event so it lists again; it never silently misses an event and never
+//! holds up the others.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use http_body::Frame;
+use http_body_util::StreamBody;
+use serde_json::{json, Value};
+use sitegrid_apimachinery::{table, Status};
+use tokio::{
+    sync::{broadcast::error::RecvError, mpsc},
+    time::{sleep_until, Instant},
+};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    request::{CachedRequest, Format, Start, WatchRequest},
+    table::row,
+};
+use crate::{
+    cache::{
+        watch_frame, watch_frame_value, Cache, Event, EventType, View, WatcherHandle, WatcherInfo,
+    },
+    http::{response, Body, BoxError},
+};
+
+/// Watch timing.
+#[derive(Debug, Clone, Copy)]
+pub struct WatchSettings {
+    /// How often a BOOKMARK goes to watchers that asked for them.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for WatchSettings {
+    fn default() -> Self {
+        WatchSettings {
+            bookmark_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Starts the stream of `req`, a watch with `options`.
+pub fn watch(
+    cache: Cache,
+    req: CachedRequest,
+    options: WatchRequest,
+    settings: WatchSettings,
+    closing: CancellationToken,
+) -> Response<Body> {
+    let timeout = options
+        .timeout
+        // Without timeoutSeconds kube-apiserver picks 30 to 60 minutes.
+        .unwrap_or_else(|| Duration::from_secs(1800 + fastrand::u64(0..1800)));
+    let (tx, rx) = mpsc::channel::<Bytes>(16);
+    let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    let (labels, fields) = options.filter.raw_selectors();
+    let registered = cache.watchers().register(WatcherInfo {
+        resource: req.served.kind,
+        namespace: options.filter.namespace().map(str::to_owned),
+        label_selector: nonempty(labels),
+        field_selector: nonempty(fields),
+    });
+    let w = Watcher {
+        cache,
+        req,
+        options,
+        tx,
+        sent_columns: false,
+        last_rv: 0,
+        deadline: Instant::now() + timeout,
+        registered,
+        closing,
+    };
+    tokio::spawn(w.run(settings));
+
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, BoxError>(Frame::data(b)), rx))
+    });
+    response::json_body(StatusCode::OK, Body::new(StreamBody::new(stream)))
+}
+
+/// One open watch.
+struct Watcher {
+    cache: Cache,
+    req: CachedRequest,
+    options: WatchRequest,
+    tx: mpsc::Sender<Bytes>,
+    sent_columns: bool,
+    /// The newest version this client has been told about.
+    last_rv: u64,
+    /// When the stream ends (`timeoutSeconds`).
+    deadline: Instant,
+    /// Cancelled when the proxy shuts down.
+    closing: CancellationToken,
+    /// This watch among the open ones (`watchers_open`, `/debug/cache`), with its progress.
+    registered: WatcherHandle,
+}
+
+/// The client went away: stop.
+struct Gone;
+
+impl Watcher {
+    async fn run(mut self, settings: WatchSettings) {
+        // Either way the stream is over; dropping `tx` ends the response body.
+        let _ = self.stream(settings).await;
+    }
+
+    async fn stream(&mut self, settings: WatchSettings) -> Result<(), Gone> {
+        let deadline = self.deadline;
+        let start = self.options.start;
+        let cache = self.cache.clone();
+        let kind = self.req.served.kind;
+        let store = cache.store(kind);
+        let from = match start {
+            Start::After(rv) => Some(rv),
+            Start::Initial { .. } => None,
+        };
+        let mut sub = match store.subscribe(from) {
+            Ok(sub) => sub,
+            Err(too_old) => {
+                let requested = from.unwrap_or(0);
+                let status = Status::too_old_resource_version(requested, too_old.compacted_rv);
+                return self
+                    .send(watch_frame_value("ERROR", &status.to_value()))
+                    .await;
+            }
+        };
+        self.last_rv = from.unwrap_or(sub.rv);
+        self.registered.set_sent(self.last_rv);
+        for view in std::mem::take(&mut sub.initial) {
+            if self.options.filter.matches(&view) {
+                let frame = self.frame_for(EventType::Added, &view);
+                self.send(frame).await?;
+            }
+        }
+        if let Start::Initial { end_bookmark: true } = start {
+            self.bookmark(sub.rv, true).await?;
+        }
+        for event in std::mem::take(&mut sub.replay) {
+            self.deliver(&event).await?;
+        }
+        let bookmarks = self.options.bookmarks;
+        let mut next_bookmark = Instant::now() + settings.bookmark_interval;
+        loop {
+            tokio::select! {
+                received = sub.live.recv() => match received {
+                    Ok(event) => self.deliver(&event).await?,
+                    Err(RecvError::Lagged(n)) => {
+                        cache.metrics().watcher_lagged(kind);
+                        let status = Status::expired(format!(
+                            "watch of {kind} fell {n} events behind and was ended; list again"
+                        ));
+                        return self.send(watch_frame_value("ERROR", &status.to_value())).await;
+                    }
+                    Err(RecvError::Closed) => return Ok(()),
+                },
+                _ = sleep_until(next_bookmark), if bookmarks => {
+                    next_bookmark = Instant::now() + settings.bookmark_interval;
+                    self.bookmark_if_progressed(store.last_rv()).await?;
+                }
+                _ = sleep_until(deadline) => {
+                    if bookmarks {
+                        self.bookmark_if_progressed(store.last_rv()).await?;
+                    }
+                    return Ok(());
+                }
+                _ = self.tx.closed() => return Err(Gone),
+                // Shutting down: end the stream cleanly, as kube-apiserver does; clients re-watch.
+                () = self.closing.cancelled() => return Ok(()),
+            }
+        }
+    }
+
+    /// Sends one event if the watch's scope and selectors see it, turning a
+    /// MODIFIED that crosses the selector boundary into ADDED or DELETED.
+    async fn deliver(&mut self, event: &Event) -> Result<(), Gone> {
+        if event.rv <= self.last_rv {
+            return Ok(());
+        }
+        // Dealt with, even if the selectors skip it: a quiet filtered watch is not behind.
+        self.registered.set_sent(event.rv);
+        let filter = &self.options.filter;
+        let now = filter.matches(&event.object);
+        let before = event.prev.as_ref().is_some_and(|p| filter.matches(p));
+        let frame = match (event.event_type, before, now) {
+            (EventType::Modified, true, false) => {
+                // Stopped matching: DELETED with the old content at the new version.
+                let gone = event.prev.as_ref().map(|p| p.with_rv(event.rv));
+                match gone {
+                    Some(g) => self.frame_for(EventType::Deleted, &g),
+                    None => return Ok(()),
+                }
+            }
+            (EventType::Modified, false, true) => self.frame_for(EventType::Added, &event.object),
+            (_, _, true) => match self.req.format {
+                Format::Json => self.cache.frame(event, self.req.served),
+                Format::Table { .. } => self.frame_for(event.event_type, &event.object),
+            },
+            _ => return Ok(()),
+        };
+        self.last_rv = event.rv;
+        self.send(frame).await
+    }
+
+    fn frame_for(&mut self, event_type: EventType, view: &View) -> Bytes {
+        let served = self.req.served;
+        match self.req.format {
+            Format::Json => watch_frame(event_type.as_str(), served, self.cache.body(view, served)),
+            Format::Table {
+                api_version,
+                include,
+            } => {
+                let row = row(&self.cache, &self.req, view, include, api_version);
+                // Only the first event of a Table watch carries the columns.
+                let t = table::table(
+                    served.kind.plural(),
+                    api_version,
+                    json!({"resourceVersion": view.rv.to_string()}),
+                    vec![row],
+                    !self.sent_columns,
+                );
+                self.sent_columns = true;
+                watch_frame_value(event_type.as_str(), &t)
+            }
+        }
+    }
+
+    async fn bookmark_if_progressed(&mut self, rv: u64) -> Result<(), Gone> {
+        if rv > self.last_rv {
+            self.bookmark(rv, false).await?;
+        }
+        Ok(())
+    }
+
+    /// `{"type":"BOOKMARK","object":{"kind":K,"apiVersion":V,"metadata":{"resourceVersion":"N","creationTimestamp":null}}}`.
+    async fn bookmark(&mut self, rv: u64, initial_events_end: bool) -> Result<(), Gone> {
+        let served = self.req.served;
+        let mut metadata =
+            json!({"resourceVersion": rv.to_string(), "creationTimestamp": Value::Null});
+        if initial_events_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let object = json!({"kind": served.kind.kind(), "apiVersion": served.api_version(), "metadata": metadata});
+        self.last_rv = self.last_rv.max(rv);
+        self.registered.set_sent(self.last_rv);
+        self.send(watch_frame_value("BOOKMARK", &object)).await
+    }
+
+    /// Queues a frame; a client that stops reading holds the task at most until the deadline.
+    async fn send(&self, frame: Bytes) -> Result<(), Gone> {
+        match tokio::time::timeout_at(self.deadline, self.tx.send(frame)).await {
+            Ok(Ok(())) => {
+                self.cache.metrics().events_out(self.req.served.kind, 1);
+                Ok(())
+            }
+            _ => Err(Gone),
+        }
+    }
+}

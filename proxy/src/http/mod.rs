@@ -1,0 +1,8 @@
+//! HTTP building blocks every layer above uses: the one body type, responses
+//! shaped as kube-apiserver shapes them, and serving TLS.
+
+mod body;
+pub mod response;
+pub mod tls;
+
+pub use body::{Body, BoxError};

@@ -1,0 +1,10 @@
+//! What comes from the API server: the object type the reflectors decode
+//! into, one list/watch stream per resource, and the pooled client that
+//! carries passthrough requests.
+
+pub mod client;
+pub mod object;
+pub mod reflector;
+
+pub use client::{upstream, Upstream};
+pub use object::{object_key, UpstreamObject};

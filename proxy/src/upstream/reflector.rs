@@ -1,0 +1,38 @@
+//! Listing and watching one resource of the API server.
+//!
+//! kube-runtime's watcher is the state machine: paginated LIST (500 per
+//! page), WATCH with bookmarks from the list's resourceVersion, resume from
+//! the last seen version after a dropped connection, and a relist on 410 Gone
+//! announced as `Init … InitApply … InitDone`, which the cache's writer
+//! buffers and swaps in atomically. Errors are yielded (and retried with
+//! backoff); the caller counts them.
+
+use futures::{Stream, StreamExt};
+use kube::{
+    core::ApiResource,
+    runtime::{watcher, WatchStreamExt},
+    Api, Client,
+};
+
+use super::UpstreamObject;
+
+/// One item of a resource's list/watch stream.
+pub type Item = Result<watcher::Event<UpstreamObject>, watcher::Error>;
+
+/// The endless list/watch stream of `resource`, across all namespaces.
+pub fn watch(client: Client, resource: &ApiResource) -> impl Stream<Item = Item> + Send + 'static {
+    let api: Api<UpstreamObject> = Api::all_with(client, resource);
+    let config = watcher::Config::default().page_size(500);
+    watcher(api, config).default_backoff().boxed()
+}
+
+/// The versions the API server serves of `group` (discovery).
+pub async fn group_versions(client: &Client, group: &str) -> Result<Vec<String>, kube::Error> {
+    let groups = client.list_api_groups().await?;
+    Ok(groups
+        .groups
+        .into_iter()
+        .filter(|g| g.name == group)
+        .flat_map(|g| g.versions.into_iter().map(|v| v.version))
+        .collect())
+}

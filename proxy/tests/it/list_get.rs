@@ -1,0 +1,318 @@
+//! LIST and GET of the cached kinds, as kube-proxy, client-go and kubectl use them.
+
+use crate::common::*;
+use http_body_util::BodyExt;
+use kube::runtime::watcher::Event as W;
+use serde_json::json;
+use sitegrid_proxy::{cache::CacheConfig, cache::ResourceKind, handlers::HandlerSettings};
+
+const KUBE_PROXY_LS: &str = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
+
+#[tokio::test]
+async fn list_is_filtered_to_the_local_site_and_shaped_like_the_apiserver() {
+    let (cache, _p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache.clone(), HandlerSettings::default());
+    let (code, list) = get_json(&app, "/api/v1/endpoints?limit=500&resourceVersion=0").await;
+    assert_eq!(code, 200);
+    assert_eq!(list["kind"], "EndpointsList");
+    assert_eq!(list["apiVersion"], "v1");
+    assert_eq!(
+        list["metadata"],
+        json!({"resourceVersion": cache.store(ResourceKind::Endpoints).last_rv().to_string()})
+    );
+    assert!(
+        list["items"][0].get("kind").is_none(),
+        "list items carry no kind"
+    );
+    let echo = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["metadata"]["name"] == "echo")
+        .unwrap();
+    let ips: Vec<_> = echo["subsets"][0]["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["ip"].clone())
+        .collect();
+    assert_eq!(ips, [json!("10.0.0.1"), json!("10.0.0.2")]);
+    // All-namespace lists are ordered by namespace/name, like etcd keys.
+    assert_eq!(names(&list), ["echo", "plain", "web"]);
+
+    let (_, slices) = get_json(&app, "/apis/discovery.k8s.io/v1/endpointslices").await;
+    assert_eq!(slices["kind"], "EndpointSliceList");
+    let echo = &slices["items"][0];
+    assert_eq!(
+        echo["endpoints"].as_array().unwrap().len(),
+        1,
+        "only bj-1's endpoint"
+    );
+}
+
+#[tokio::test]
+async fn v1beta1_endpointslices_are_served_converted() {
+    let (cache, _p) = two_sites("gz-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let (code, list) = get_json(
+        &app,
+        "/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(list["apiVersion"], "discovery.k8s.io/v1beta1");
+    let ep = &list["items"][0]["endpoints"][0];
+    assert_eq!(ep["addresses"], json!(["10.0.0.3"]));
+    assert_eq!(
+        ep["topology"]["kubernetes.io/hostname"], "gz-1",
+        "v1beta1 spells the node in topology"
+    );
+}
+
+#[tokio::test]
+async fn kube_proxy_label_selector_and_field_selectors() {
+    let (cache, _p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let (_, list) = get_json(
+        &app,
+        &format!("/api/v1/services?{KUBE_PROXY_LS}&limit=500&resourceVersion=0"),
+    )
+    .await;
+    assert_eq!(
+        names(&list),
+        ["echo", "plain"],
+        "the headless service is excluded"
+    );
+    let (_, list) = get_json(
+        &app,
+        "/api/v1/services?labelSelector=superedge.io%2Fgrid-selector%20in%20(servicegrid-demo,x)",
+    )
+    .await;
+    assert_eq!(names(&list), ["echo"]);
+    let (_, list) = get_json(
+        &app,
+        "/api/v1/endpoints?fieldSelector=metadata.namespace%3Ddefault,metadata.name!%3Decho",
+    )
+    .await;
+    assert_eq!(names(&list), ["plain"]);
+    let (_, list) = get_json(
+        &app,
+        "/api/v1/nodes?fieldSelector=metadata.name%3Dgz-1&limit=500&resourceVersion=0",
+    )
+    .await;
+    assert_eq!(names(&list), ["gz-1"]);
+
+    let (code, status) = get_json(&app, "/api/v1/services?labelSelector=a%20in%20(b").await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        status["message"],
+        "unable to parse requirement: found '', expected: ',' or ')'"
+    );
+    let (code, status) = get_json(&app, "/api/v1/services?fieldSelector=spec.clusterIP%3Dx").await;
+    assert_eq!(code, 400);
+    assert_eq!(status["message"], "\"spec.clusterIP\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"");
+    let (code, status) = get_json(&app, "/api/v1/nodes?fieldSelector=status.phase%3DRunning").await;
+    assert_eq!(code, 400);
+    assert_eq!(status["message"], "field label not supported: status.phase");
+}
+
+#[tokio::test]
+async fn pages_are_consistent_while_objects_change() {
+    let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let (_, page1) = get_json(&app, "/api/v1/endpoints?limit=1").await;
+    assert_eq!(names(&page1), ["echo"]);
+    assert_eq!(page1["metadata"]["remainingItemCount"], 2);
+    let token = page1["metadata"]["continue"].as_str().unwrap().to_owned();
+    // Between pages: plain is deleted and a new object appears.
+    p.handle(
+        ResourceKind::Endpoints,
+        W::Delete(endpoints("default", "plain", &[], 40)),
+    );
+    p.handle(
+        ResourceKind::Endpoints,
+        W::Apply(endpoints("default", "new", &[("10.0.3.1", "bj-1")], 41)),
+    );
+    let (_, page2) = get_json(&app, &format!("/api/v1/endpoints?limit=1&continue={token}")).await;
+    assert_eq!(
+        names(&page2),
+        ["plain"],
+        "page 2 shows the snapshot of page 1"
+    );
+    assert_eq!(
+        page2["metadata"]["resourceVersion"],
+        page1["metadata"]["resourceVersion"]
+    );
+    let token = page2["metadata"]["continue"].as_str().unwrap().to_owned();
+    let (_, page3) = get_json(&app, &format!("/api/v1/endpoints?limit=1&continue={token}")).await;
+    assert_eq!(names(&page3), ["web"]);
+    assert!(page3["metadata"].get("continue").is_none());
+    // A fresh list sees the new state.
+    let (_, now) = get_json(&app, "/api/v1/endpoints").await;
+    assert_eq!(names(&now), ["echo", "new", "web"]);
+    // resourceVersion=0 ignores limit, as the apiserver's watch cache does.
+    let (_, all) = get_json(&app, "/api/v1/endpoints?limit=1&resourceVersion=0").await;
+    assert_eq!(names(&all).len(), 3);
+}
+
+#[tokio::test]
+async fn bad_continue_and_version_arguments_are_rejected_like_the_apiserver() {
+    let (cache, _p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let (code, s) = get_json(
+        &app,
+        "/api/v1/namespaces/default/endpoints?limit=1&continue=bogus",
+    )
+    .await;
+    assert_eq!((code, s["message"].as_str().unwrap()), (400, "invalid continue token: continue key is not valid: illegal base64 data at input byte 4"));
+    let (_, page1) = get_json(&app, "/api/v1/endpoints?limit=1").await;
+    let token = page1["metadata"]["continue"].as_str().unwrap();
+    let (code, s) = get_json(
+        &app,
+        &format!("/api/v1/endpoints?limit=1&continue={token}&resourceVersion=5"),
+    )
+    .await;
+    assert_eq!(
+        (code, s["message"].as_str().unwrap()),
+        (
+            400,
+            "specifying resource version is not allowed when using continue"
+        )
+    );
+    let (code, s) = get_json(&app, "/api/v1/endpoints?resourceVersion=abc").await;
+    assert_eq!(code, 500);
+    assert_eq!(s["message"], "resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": invalid syntax");
+    let (code, s) = get_json(&app, "/api/v1/endpoints?resourceVersionMatch=Exact").await;
+    assert_eq!(code, 422);
+    assert_eq!(s["message"], "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided");
+    let (code, s) = get_json(
+        &app,
+        "/api/v1/endpoints?resourceVersion=1&resourceVersionMatch=Exact",
+    )
+    .await;
+    assert_eq!(
+        (code, s["reason"].as_str().unwrap()),
+        (410, "Expired"),
+        "a version from before this process"
+    );
+}
+
+#[tokio::test]
+async fn exact_list_shows_the_past_state() {
+    let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let (_, before) = get_json(&app, "/api/v1/namespaces/default/endpoints").await;
+    let rv = before["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    p.handle(
+        ResourceKind::Endpoints,
+        W::Delete(endpoints("default", "plain", &[], 40)),
+    );
+    let (code, past) = get_json(
+        &app,
+        &format!(
+            "/api/v1/namespaces/default/endpoints?resourceVersion={rv}&resourceVersionMatch=Exact"
+        ),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(names(&past), ["echo", "plain"]);
+    assert_eq!(past["metadata"]["resourceVersion"], rv.as_str());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_future_resource_version_times_out_with_504() {
+    let (cache, _p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache.clone(), HandlerSettings::default());
+    let future = cache.current_rv() + 1000;
+    let (code, s) = get_json(&app, &format!("/api/v1/services?resourceVersion={future}")).await;
+    assert_eq!(code, 504);
+    assert_eq!(
+        s["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
+}
+
+#[tokio::test]
+async fn get_returns_the_object_or_the_apiservers_404() {
+    let (cache, _p) = two_sites("gz-2", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let (code, ep) = get_json(&app, "/api/v1/namespaces/default/endpoints/echo").await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        (ep["kind"].as_str(), ep["apiVersion"].as_str()),
+        (Some("Endpoints"), Some("v1"))
+    );
+    assert_eq!(
+        ep["subsets"][0]["addresses"],
+        json!([{"ip":"10.0.0.3","nodeName":"gz-1"},{"ip":"10.0.0.4","nodeName":"gz-2"}])
+    );
+    let (code, node) = get_json(&app, "/api/v1/nodes/gz-2").await;
+    assert_eq!(
+        (code, node["metadata"]["name"].as_str()),
+        (200, Some("gz-2"))
+    );
+
+    let resp = call(&app, "/api/v1/namespaces/default/services/nope", None).await;
+    assert_eq!(resp.status(), 404);
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(
+        std::str::from_utf8(&body).unwrap(),
+        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"services \\\"nope\\\" not found\",\"reason\":\"NotFound\",\"details\":{\"name\":\"nope\",\"kind\":\"services\"},\"code\":404}\n"
+    );
+    let (code, s) = get_json(
+        &app,
+        "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/nope",
+    )
+    .await;
+    assert_eq!(code, 404);
+    assert_eq!(
+        s["message"],
+        "endpointslices.discovery.k8s.io \"nope\" not found"
+    );
+    // Paths that are not cached kinds: no upstream in this test, so 404 NotFound.
+    let (code, _) = get_json(&app, "/api/v1/namespaces/default/configmaps").await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test]
+async fn kubectl_gets_tables_with_the_apiservers_columns() {
+    let (cache, _p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+    let resp = call(&app, "/api/v1/namespaces/default/endpoints", Some(accept)).await;
+    assert_eq!(resp.headers()["content-type"], "application/json");
+    let t: serde_json::Value =
+        serde_json::from_slice(&resp.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    assert_eq!(t["kind"], "Table");
+    let cols: Vec<_> = t["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].clone())
+        .collect();
+    assert_eq!(cols, [json!("Name"), json!("Endpoints"), json!("Age")]);
+    assert_eq!(t["rows"][0]["cells"][1], "10.0.0.1:8080,10.0.0.2:8080");
+    assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+
+    let resp = call(&app, "/api/v1/nodes?includeObject=Bogus", Some(accept)).await;
+    assert_eq!(resp.status(), 400);
+    let resp = call(
+        &app,
+        "/api/v1/nodes",
+        Some("application/vnd.kubernetes.protobuf"),
+    )
+    .await;
+    assert_eq!(resp.status(), 406);
+}
+
+#[tokio::test(start_paused = true)]
+async fn requests_before_the_first_sync_wait_then_get_503() {
+    let (cache, _slot) = sitegrid_proxy::cache::new(CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let (code, s) = get_json(&app, "/api/v1/services").await;
+    assert_eq!(code, 503);
+    assert_eq!(s["reason"], "ServiceUnavailable");
+}

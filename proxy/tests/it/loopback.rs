@@ -1,0 +1,484 @@
+//! The proxy over real sockets against the in-memory API server, with the
+//! real `kubectl` (client-go) as a List/Watch client.
+
+use std::{process::Command, time::Duration};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::{client::legacy::Client, rt::TokioExecutor};
+use serde_json::{json, Value};
+use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig, ServerHandle};
+use sitegrid_proxy::app::{start, ProxyOptions, RunningProxy};
+
+struct Env {
+    api: ApiServer,
+    _upstream: ServerHandle,
+    proxy: RunningProxy,
+    url: String,
+}
+
+async fn env(node: &str, slice_version: &'static str) -> Env {
+    let api = ApiServer::new(ApiServerConfig {
+        endpointslice_version: slice_version,
+        ..ApiServerConfig::default()
+    });
+    api.load(sample::two_sites(slice_version));
+    let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let client = kube::Config::new(upstream.url().parse().unwrap());
+    let proxy = start(
+        client,
+        ProxyOptions::new(node, "127.0.0.1:0".parse().unwrap()),
+    )
+    .await
+    .unwrap();
+    for _ in 0..200 {
+        if proxy.cache.readiness().is_ready() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        proxy.cache.readiness().is_ready(),
+        "proxy synced from the upstream"
+    );
+    let url = format!("http://{}", proxy.local_addr);
+    Env {
+        api,
+        _upstream: upstream,
+        proxy,
+        url,
+    }
+}
+
+/// Runs the real kubectl against `server`; None when kubectl is not installed
+/// (outside CI only: CI must have it).
+fn kubectl(server: &str, args: &[&str]) -> Option<String> {
+    let home = std::env::temp_dir().join(format!("sitegrid-kubectl-{}", std::process::id()));
+    let out = match Command::new("kubectl")
+        .args(["--server", server, "--cache-dir"])
+        .arg(home.join("cache"))
+        .args(args)
+        .env("KUBECONFIG", home.join("none"))
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) if std::env::var("CI").is_err() => {
+            eprintln!("kubectl not runnable ({e}); skipping the kubectl part of this test");
+            return None;
+        }
+        Err(e) => panic!("kubectl is required under CI: {e}"),
+    };
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+async fn kubectl_async(server: String, args: Vec<String>) -> Option<String> {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        kubectl(&server, &args)
+    })
+    .await
+    .unwrap()
+}
+
+fn slice_addresses(list: &Value) -> Vec<String> {
+    let mut ips: Vec<String> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            s["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("servicegrid-demo-svc")
+        })
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .flat_map(|e| e["addresses"].as_array().cloned().unwrap_or_default())
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    ips.sort();
+    ips
+}
+
+async fn http_get(url: &str, http2: bool) -> (u16, Value) {
+    let client = Client::builder(TokioExecutor::new())
+        .http2_only(http2)
+        .build_http::<Empty<Bytes>>();
+    let resp = client.get(url.parse().unwrap()).await.unwrap();
+    let code = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (code, serde_json::from_slice(&body).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_sees_only_the_local_sites_endpoints() {
+    let e = env("bj-1", "v1").await;
+    let Some(out) = kubectl_async(
+        e.url.clone(),
+        vec![
+            "get".into(),
+            "endpointslices".into(),
+            "-A".into(),
+            "-o".into(),
+            "json".into(),
+        ],
+    )
+    .await
+    else {
+        return;
+    };
+    let list: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        slice_addresses(&list),
+        ["10.0.0.70", "10.0.1.72"],
+        "beijing's pods only"
+    );
+    // The API server itself still has all four.
+    let direct = kubectl_async(
+        e._upstream.url(),
+        vec![
+            "get".into(),
+            "endpointslices".into(),
+            "-A".into(),
+            "-o".into(),
+            "json".into(),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        slice_addresses(&serde_json::from_str(&direct).unwrap()).len(),
+        4
+    );
+
+    let eps = kubectl_async(
+        e.url.clone(),
+        vec![
+            "get".into(),
+            "endpoints".into(),
+            "servicegrid-demo-svc".into(),
+        ],
+    )
+    .await
+    .unwrap();
+    let mut lines = eps.lines();
+    assert_eq!(
+        lines.next().unwrap().split_whitespace().collect::<Vec<_>>(),
+        ["NAME", "ENDPOINTS", "AGE"]
+    );
+    let row: Vec<_> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(row[0], "servicegrid-demo-svc");
+    let mut shown: Vec<&str> = row[1].split(',').collect();
+    shown.sort();
+    assert_eq!(shown, ["10.0.0.70:8080", "10.0.1.72:8080"]);
+
+    let svc = kubectl_async(e.url.clone(), vec!["get".into(), "svc".into(), "-A".into()])
+        .await
+        .unwrap();
+    assert!(svc.lines().next().unwrap().contains("CLUSTER-IP"), "{svc}");
+    assert!(
+        svc.contains("servicegrid-demo-svc") && svc.contains("10.96.33.231"),
+        "{svc}"
+    );
+    let nodes = kubectl_async(
+        e.url.clone(),
+        vec!["get".into(), "nodes".into(), "-o".into(), "wide".into()],
+    )
+    .await
+    .unwrap();
+    assert!(
+        nodes.lines().next().unwrap().contains("INTERNAL-IP"),
+        "{nodes}"
+    );
+    assert_eq!(
+        nodes.lines().filter(|l| l.contains(" Ready ")).count(),
+        6,
+        "{nodes}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_raw_watch_replays_what_happened_after_a_version() {
+    let e = env("gz-2", "v1").await;
+    let Some(out) = kubectl_async(
+        e.url.clone(),
+        vec![
+            "get".into(),
+            "--raw".into(),
+            "/api/v1/namespaces/default/endpoints".into(),
+        ],
+    )
+    .await
+    else {
+        return;
+    };
+    let rv = serde_json::from_str::<Value>(&out).unwrap()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A new guangzhou pod joins the echo Service upstream.
+    let mut ep = e
+        .api
+        .get("endpoints", Some("default"), "servicegrid-demo-svc")
+        .unwrap();
+    ep["subsets"][0]["addresses"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"ip":"10.0.2.2","nodeName":"gz-1"}));
+    e.api.apply(ep);
+    let before = rv.parse::<u64>().unwrap();
+    for _ in 0..200 {
+        if e.proxy.cache.current_rv() > before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let path = format!(
+        "/api/v1/namespaces/default/endpoints?watch=1&resourceVersion={rv}&timeoutSeconds=1"
+    );
+    let out = kubectl_async(e.url.clone(), vec!["get".into(), "--raw".into(), path])
+        .await
+        .unwrap();
+    let frames: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(frames.len(), 1, "{out}");
+    assert_eq!(frames[0]["type"], "MODIFIED");
+    let ips: Vec<_> = frames[0]["object"]["subsets"][0]["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["ip"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        ips.contains(&"10.0.2.2".to_owned()) && !ips.iter().any(|ip| ip == "10.0.0.70"),
+        "{ips:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_clients_share_one_upstream_watch_per_kind_over_http1_and_h2c() {
+    let e = env("bj-2", "v1").await;
+    let mut streams = Vec::new();
+    for i in 0..20 {
+        let client = Client::builder(TokioExecutor::new())
+            .http2_only(i % 2 == 0)
+            .build_http::<Empty<Bytes>>();
+        let resp = client
+            .get(
+                format!("{}/api/v1/endpoints?watch=1&resourceVersion=0", e.url)
+                    .parse()
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        streams.push(resp);
+    }
+    let (code, list) = http_get(
+        &format!("{}/apis/discovery.k8s.io/v1beta1/endpointslices", e.url),
+        true,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(list["apiVersion"], "discovery.k8s.io/v1beta1");
+    let watches = e.api.open_watches();
+    for kind in ["services", "endpoints", "endpointslices", "nodes"] {
+        assert_eq!(
+            watches.get(kind),
+            Some(&1),
+            "one upstream watch of {kind}: {watches:?}"
+        );
+    }
+    let lists = e
+        .api
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/endpoints") && !r.query.contains("watch"))
+        .count();
+    assert_eq!(lists, 1, "one upstream list of endpoints");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_upstream_watches_and_410_relists_lose_nothing_and_add_nothing() {
+    let e = env("bj-1", "v1").await;
+    let (_, list) = http_get(
+        &format!("{}/api/v1/namespaces/default/endpoints", e.url),
+        false,
+    )
+    .await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let resp = client
+        .get(
+            format!(
+                "{}/api/v1/namespaces/default/endpoints?watch=1&resourceVersion={rv}",
+                e.url
+            )
+            .parse()
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let mut body = resp.into_body();
+    let set_plain = |ips: &[&str]| {
+        let mut ep = e
+            .api
+            .get("endpoints", Some("default"), "plain-echo")
+            .unwrap();
+        ep["subsets"][0]["addresses"] = Value::Array(
+            ips.iter()
+                .map(|ip| json!({"ip": ip, "nodeName": "bj-2"}))
+                .collect(),
+        );
+        e.api.apply(ep);
+    };
+    let mut seen: Vec<Value> = Vec::new();
+    let mut buf = Vec::new();
+    let mut read_until = async |needle: &str, seen: &mut Vec<Value>| {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !seen.iter().any(|f| f.to_string().contains(needle)) {
+            let frame = tokio::time::timeout_at(deadline, body.frame())
+                .await
+                .expect("events arrive")
+                .unwrap()
+                .unwrap();
+            buf.extend_from_slice(&frame.into_data().unwrap());
+            while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=pos).collect();
+                seen.push(serde_json::from_slice(&line).unwrap());
+            }
+        }
+    };
+    // 1. The upstream connection drops; a change happens meanwhile: the
+    //    reflector resumes from its last version and the change arrives.
+    e.api.disconnect_watches();
+    set_plain(&["10.1.0.1"]);
+    read_until("10.1.0.1", &mut seen).await;
+    // 2. The global version moves on (a Service write), history is compacted,
+    //    and the connection drops: the endpoints reflector resumes from a
+    //    version that is now too old, gets 410 and relists; two changes
+    //    happen meanwhile.
+    let mut svc = e
+        .api
+        .get("services", Some("default"), "plain-echo")
+        .unwrap();
+    svc["metadata"]["labels"]["touched"] = json!("yes");
+    e.api.apply(svc);
+    e.api.compact();
+    e.api.disconnect_watches();
+    set_plain(&["10.1.0.2"]);
+    set_plain(&["10.1.0.3"]);
+    read_until("10.1.0.3", &mut seen).await;
+    let names: Vec<&str> = seen
+        .iter()
+        .map(|f| f["object"]["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.iter().all(|n| *n == "plain-echo"),
+        "unchanged objects produce no events across the relist: {names:?}"
+    );
+    let types: Vec<&str> = seen.iter().map(|f| f["type"].as_str().unwrap()).collect();
+    assert!(types.iter().all(|t| *t == "MODIFIED"), "{types:?}");
+    // The relist may merge the last two changes; the final state is what counts.
+    assert!(seen.last().unwrap().to_string().contains("10.1.0.3"));
+    let relists = e
+        .api
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/api/v1/endpoints" && !r.query.contains("watch"))
+        .count();
+    assert_eq!(relists, 2, "the initial list and one relist after the 410");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubernetes_1_20_upstream_serving_only_v1beta1_slices() {
+    let e = env("gz-1", "v1beta1").await;
+    for version in ["v1", "v1beta1"] {
+        let (code, list) = http_get(
+            &format!("{}/apis/discovery.k8s.io/{version}/endpointslices", e.url),
+            false,
+        )
+        .await;
+        assert_eq!(code, 200, "{version}");
+        assert_eq!(list["apiVersion"], format!("discovery.k8s.io/{version}"));
+        assert_eq!(
+            slice_addresses(&list),
+            ["10.0.0.139", "10.0.1.8"],
+            "{version}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_from_before_a_restart_get_410_never_a_wrong_replay() {
+    let api = ApiServer::new(ApiServerConfig::default());
+    api.load(sample::two_sites("v1"));
+    let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let client = || kube::Config::new(upstream.url().parse().unwrap());
+    let first = start(
+        client(),
+        ProxyOptions::new("bj-1", "127.0.0.1:0".parse().unwrap()),
+    )
+    .await
+    .unwrap();
+    while !first.cache.readiness().is_ready() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (_, list) = http_get(
+        &format!("http://{}/api/v1/endpoints", first.local_addr),
+        false,
+    )
+    .await;
+    let old_rv: u64 = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    first.shutdown().await;
+
+    let second = start(
+        client(),
+        ProxyOptions::new("bj-1", "127.0.0.1:0".parse().unwrap()),
+    )
+    .await
+    .unwrap();
+    while !second.cache.readiness().is_ready() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let url = format!("http://{}", second.local_addr);
+    let (_, list) = http_get(&format!("{url}/api/v1/endpoints"), false).await;
+    let new_rv: u64 = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        new_rv > old_rv,
+        "versions keep increasing across restarts: {old_rv} then {new_rv}"
+    );
+    let (code, frame) = http_get(
+        &format!("{url}/api/v1/endpoints?watch=1&resourceVersion={old_rv}"),
+        false,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        (frame["type"].as_str(), frame["object"]["code"].as_u64()),
+        (Some("ERROR"), Some(410))
+    );
+    let (code, _) = http_get(
+        &format!("{url}/api/v1/endpoints?resourceVersion={old_rv}&resourceVersionMatch=Exact"),
+        false,
+    )
+    .await;
+    assert_eq!(code, 410);
+}

@@ -1,0 +1,14 @@
+//! sitegrid-proxy's integration tests, one binary (linking is what costs on
+//! two cores): the proxy's stack called directly (`list_get`, `watch`, `ops`),
+//! over real sockets against the in-memory API server and the real `kubectl`
+//! (`gateway`, `loopback`, `https`), TLS (`tls`) and the binary's flags (`cli`).
+
+mod cli;
+mod common;
+mod gateway;
+mod https;
+mod list_get;
+mod loopback;
+mod ops;
+mod tls;
+mod watch;

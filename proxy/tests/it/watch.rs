@@ -1,0 +1,372 @@
+//! WATCH semantics: initial state, resume, 410, bookmarks, timeouts,
+//! selector transitions, relabel → MODIFIED, and the lag policy.
+
+use std::time::Duration;
+
+use crate::common::*;
+use kube::runtime::watcher::Event as W;
+use serde_json::json;
+use sitegrid_proxy::{
+    cache::CacheConfig,
+    cache::ResourceKind,
+    handlers::{HandlerSettings, WatchSettings},
+};
+
+fn fast_bookmarks() -> HandlerSettings {
+    HandlerSettings {
+        watch: WatchSettings {
+            bookmark_interval: Duration::from_secs(5),
+        },
+        ..HandlerSettings::default()
+    }
+}
+
+fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn watch_from_zero_starts_with_added_then_follows_live_changes() {
+    let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let resp = call(
+        &app,
+        "/api/v1/namespaces/default/endpoints?watch=1&resourceVersion=0",
+        None,
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "application/json");
+    let mut body = resp.into_body();
+    let initial = frames(&mut body, 2).await;
+    assert_eq!(
+        summary(&initial),
+        pairs(&[("ADDED", "echo"), ("ADDED", "plain")])
+    );
+    assert_eq!(
+        initial[0]["object"]["kind"], "Endpoints",
+        "event objects carry kind"
+    );
+    // A pod in guangzhou changes: bj-1's view of echo does not change, so no event.
+    p.handle(
+        ResourceKind::Endpoints,
+        W::Apply(endpoints(
+            "default",
+            "echo",
+            &[
+                ("10.0.0.1", "bj-1"),
+                ("10.0.0.2", "bj-2"),
+                ("10.0.0.3", "gz-1"),
+            ],
+            50,
+        )),
+    );
+    // A beijing pod goes away: MODIFIED.
+    p.handle(
+        ResourceKind::Endpoints,
+        W::Apply(endpoints(
+            "default",
+            "echo",
+            &[("10.0.0.1", "bj-1"), ("10.0.0.3", "gz-1")],
+            51,
+        )),
+    );
+    let live = frames(&mut body, 1).await;
+    assert_eq!(summary(&live), pairs(&[("MODIFIED", "echo")]));
+    assert_eq!(
+        live[0]["object"]["subsets"][0]["addresses"],
+        json!([{"ip":"10.0.0.1","nodeName":"bj-1"}])
+    );
+}
+
+#[tokio::test]
+async fn watch_resumes_from_a_resource_version_without_loss() {
+    let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let (_, list) = get_json(&app, "/api/v1/endpoints").await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Changes while no watch is open (a client reconnecting).
+    p.handle(
+        ResourceKind::Endpoints,
+        W::Apply(endpoints("default", "new", &[("10.0.9.1", "bj-2")], 60)),
+    );
+    p.handle(
+        ResourceKind::Endpoints,
+        W::Delete(endpoints("other", "web", &[], 61)),
+    );
+    let resp = call(
+        &app,
+        &format!("/api/v1/endpoints?watch=1&resourceVersion={rv}"),
+        None,
+    )
+    .await;
+    let mut body = resp.into_body();
+    let replay = frames(&mut body, 2).await;
+    assert_eq!(
+        summary(&replay),
+        pairs(&[("ADDED", "new"), ("DELETED", "web")])
+    );
+    let rvs: Vec<u64> = replay
+        .iter()
+        .map(|f| {
+            f["object"]["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert!(
+        rvs[0] > rv.parse().unwrap() && rvs[1] > rvs[0],
+        "versions strictly increase: {rvs:?}"
+    );
+    // Resuming from the first replayed event replays only the second.
+    let resp = call(
+        &app,
+        &format!("/api/v1/endpoints?watch=1&resourceVersion={}", rvs[0]),
+        None,
+    )
+    .await;
+    assert_eq!(
+        summary(&frames(&mut resp.into_body(), 1).await),
+        pairs(&[("DELETED", "web")])
+    );
+}
+
+#[tokio::test]
+async fn a_version_the_log_no_longer_holds_gets_a_410_error_event() {
+    let (cache, mut p) = two_sites(
+        "bj-1",
+        CacheConfig {
+            log_capacity: 2,
+            watcher_buffer: 100,
+        },
+    );
+    let app = app(cache, HandlerSettings::default());
+    let (_, list) = get_json(&app, "/api/v1/endpoints").await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for i in 0..3 {
+        p.handle(
+            ResourceKind::Endpoints,
+            W::Apply(endpoints(
+                "default",
+                "plain",
+                &[("10.0.1.1", "bj-1")],
+                70 + i,
+            )),
+        );
+        p.handle(
+            ResourceKind::Endpoints,
+            W::Apply(endpoints(
+                "default",
+                "plain",
+                &[("10.0.1.2", "bj-1")],
+                80 + i,
+            )),
+        );
+    }
+    let resp = call(
+        &app,
+        &format!("/api/v1/endpoints?watch=1&resourceVersion={rv}"),
+        None,
+    )
+    .await;
+    assert_eq!(resp.status(), 200, "the 410 travels inside the stream");
+    let mut body = resp.into_body();
+    let f = frames(&mut body, 2).await;
+    assert_eq!(f.len(), 1, "one ERROR frame, then the stream ends");
+    assert_eq!(f[0]["type"], "ERROR");
+    assert_eq!(f[0]["object"]["code"], 410);
+    assert_eq!(f[0]["object"]["reason"], "Expired");
+    assert!(f[0]["object"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("too old resource version: {rv} (")));
+    // A version from before this process started (a restart) is too old as well.
+    let resp = call(&app, "/api/v1/services?watch=1&resourceVersion=12345", None).await;
+    assert_eq!(
+        frames(&mut resp.into_body(), 1).await[0]["object"]["code"],
+        410
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn bookmarks_arrive_when_the_resource_moved_and_timeout_ends_the_stream() {
+    let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, fast_bookmarks());
+    let (_, list) = get_json(&app, "/api/v1/namespaces/default/endpoints").await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let uri = format!("/api/v1/namespaces/default/endpoints?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=12");
+    let resp = call(&app, &uri, None).await;
+    let mut body = resp.into_body();
+    // An endpoints change in another namespace moves the resource's version;
+    // this watch (namespace default) sees no event, only the bookmark.
+    p.handle(
+        ResourceKind::Endpoints,
+        W::Apply(endpoints("other", "web", &[("10.0.2.9", "bj-1")], 90)),
+    );
+    let f = frames(&mut body, 10).await;
+    let types: Vec<&str> = f.iter().map(|x| x["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        ["BOOKMARK"],
+        "one bookmark, then a clean end at timeoutSeconds"
+    );
+    assert_eq!(
+        f[0]["object"],
+        json!({"kind":"Endpoints","apiVersion":"v1","metadata":{
+        "resourceVersion": f[0]["object"]["metadata"]["resourceVersion"].clone(), "creationTimestamp": null}})
+    );
+    assert!(
+        f[0]["object"]["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            > rv.parse().unwrap()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn send_initial_events_ends_the_initial_state_with_an_annotated_bookmark() {
+    let (cache, _p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let uri = "/api/v1/nodes?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1";
+    let f = frames(&mut call(&app, uri, None).await.into_body(), 10).await;
+    assert_eq!(f.len(), 5);
+    assert!(f[..4].iter().all(|x| x["type"] == "ADDED"));
+    assert_eq!(f[4]["type"], "BOOKMARK");
+    assert_eq!(
+        f[4]["object"]["metadata"]["annotations"],
+        json!({"k8s.io/initial-events-end":"true"})
+    );
+    // Without resourceVersionMatch it is refused, as kube-apiserver does.
+    let (code, _) = get_json(&app, "/api/v1/nodes?watch=1&sendInitialEvents=true").await;
+    assert_eq!(code, 422);
+}
+
+#[tokio::test]
+async fn label_selector_transitions_become_added_and_deleted() {
+    let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let (_, list) = get_json(&app, "/api/v1/endpoints").await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let resp = call(
+        &app,
+        &format!("/api/v1/endpoints?watch=1&labelSelector=app%3Dplain&resourceVersion={rv}"),
+        None,
+    )
+    .await;
+    let mut body = resp.into_body();
+    let relabel = |app_label: &str, rv: u64| {
+        obj(
+            json!({"metadata":{"name":"plain","namespace":"default","resourceVersion":rv.to_string(),"labels":{"app":app_label}},
+            "subsets":[{"addresses":[{"ip":"10.0.1.1","nodeName":"bj-1"}],"ports":[{"port":8080}]}]}),
+        )
+    };
+    p.handle(ResourceKind::Endpoints, W::Apply(relabel("other", 100)));
+    p.handle(ResourceKind::Endpoints, W::Apply(relabel("plain", 101)));
+    let f = frames(&mut body, 2).await;
+    assert_eq!(
+        summary(&f),
+        pairs(&[("DELETED", "plain"), ("ADDED", "plain")])
+    );
+    assert_eq!(
+        f[0]["object"]["metadata"]["labels"]["app"], "plain",
+        "DELETED carries the old content"
+    );
+    assert!(
+        f[0]["object"]["subsets"][0]["addresses"][1].is_object(),
+        "old content had both addresses"
+    );
+}
+
+#[tokio::test]
+async fn relabelling_a_node_sends_modified_to_watchers() {
+    let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let (_, list) = get_json(&app, "/apis/discovery.k8s.io/v1/endpointslices").await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let resp = call(
+        &app,
+        &format!("/apis/discovery.k8s.io/v1/endpointslices?watch=1&resourceVersion={rv}"),
+        None,
+    )
+    .await;
+    let mut body = resp.into_body();
+    p.handle(ResourceKind::Nodes, W::Apply(node("gz-1", "beijing", 110)));
+    let f = frames(&mut body, 1).await;
+    assert_eq!(summary(&f), pairs(&[("MODIFIED", "echo-abc")]));
+    let ips: Vec<_> = f[0]["object"]["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["addresses"][0].clone())
+        .collect();
+    assert_eq!(ips, [json!("10.0.0.1"), json!("10.0.0.3")]);
+}
+
+#[tokio::test]
+async fn a_slow_watcher_is_ended_with_410_while_a_fast_one_keeps_up() {
+    let (cache, mut p) = two_sites(
+        "bj-1",
+        CacheConfig {
+            log_capacity: 1000,
+            watcher_buffer: 8,
+        },
+    );
+    let app = app(cache, HandlerSettings::default());
+    let (_, list) = get_json(&app, "/api/v1/endpoints").await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let uri = format!("/api/v1/endpoints?watch=1&resourceVersion={rv}");
+    let mut slow = call(&app, &uri, None).await.into_body();
+    let mut fast = call(&app, &uri, None).await.into_body();
+    let total = 200;
+    let mut fast_seen = Vec::new();
+    for i in 0..total {
+        let ip = format!("10.0.5.{}", i % 250);
+        p.handle(
+            ResourceKind::Endpoints,
+            W::Apply(endpoints("default", "plain", &[(&ip, "bj-1")], 1000 + i)),
+        );
+        fast_seen.extend(frames(&mut fast, 1).await);
+    }
+    assert_eq!(
+        fast_seen.len(),
+        total as usize,
+        "the fast watcher saw every event"
+    );
+    assert!(fast_seen.iter().all(|f| f["type"] == "MODIFIED"));
+    // The slow one never read; now it finds its buffered events, then the 410.
+    let slow_frames = frames(&mut slow, total as usize + 1).await;
+    let last = slow_frames.last().unwrap();
+    assert_eq!(last["type"], "ERROR");
+    assert_eq!(last["object"]["code"], 410);
+    assert!(
+        slow_frames.len() < total as usize,
+        "it was ended, not allowed to hold everything"
+    );
+    // What it did get before the error is a gap-free prefix of the fast watcher's events.
+    let n = slow_frames.len() - 1;
+    assert_eq!(slow_frames[..n], fast_seen[..n]);
+}
