@@ -2,13 +2,13 @@
 //! talks to the proxy with the flags an operator would use, for cached and
 //! passthrough kinds alike; a client without a CA-signed certificate is refused.
 
-use std::{net::IpAddr, path::PathBuf, process::Command, time::Duration};
+use std::{net::IpAddr, path::PathBuf, time::Duration};
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose, SanType,
 };
-use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
+use sitegrid_fakeapi::{kubectl::Kubectl, sample, ApiServer, ApiServerConfig};
 use sitegrid_proxy::{
     app::{start, ProxyOptions},
     http::tls::TlsFiles,
@@ -69,31 +69,18 @@ impl Drop for Pki {
     }
 }
 
-fn kubectl(pki: &Pki, server: &str, client: &str, args: &[&str]) -> Option<Result<String, String>> {
-    let out = Command::new("kubectl")
-        .args(["--server", server, "--certificate-authority"])
-        .arg(pki.path("ca.crt"))
-        .arg("--client-certificate")
-        .arg(pki.path(&format!("{client}.crt")))
-        .arg("--client-key")
-        .arg(pki.path(&format!("{client}.key")))
-        .arg("--cache-dir")
-        .arg(pki.dir.join(format!("cache-{client}")))
-        .args(["--request-timeout", "10s"])
-        .args(args)
-        .env("KUBECONFIG", pki.dir.join("none"))
-        .output();
-    match out {
-        Ok(out) if out.status.success() => {
-            Some(Ok(String::from_utf8_lossy(&out.stdout).into_owned()))
-        }
-        Ok(out) => Some(Err(String::from_utf8_lossy(&out.stderr).into_owned())),
-        Err(e) if std::env::var("CI").is_err() => {
-            eprintln!("kubectl not runnable ({e}); skipping");
-            None
-        }
-        Err(e) => panic!("kubectl is required under CI: {e}"),
-    }
+/// kubectl for `server` with the CA and `client`'s certificate and key from `pki`.
+fn kubectl(pki: &Pki, server: &str, client: &str) -> Kubectl {
+    Kubectl::new(server).with_flags([
+        "--certificate-authority".to_owned(),
+        pki.path("ca.crt"),
+        "--client-certificate".to_owned(),
+        pki.path(&format!("{client}.crt")),
+        "--client-key".to_owned(),
+        pki.path(&format!("{client}.key")),
+        "--request-timeout".to_owned(),
+        "10s".to_owned(),
+    ])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,45 +102,32 @@ async fn kubectl_over_https_with_client_certificates() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let server = format!("https://{}", proxy.local_addr);
-    let run = |client: &'static str, args: Vec<&'static str>| {
-        let server = server.clone();
-        let pki = &pki;
-        let args = args.clone();
-        std::thread::scope(|s| {
-            s.spawn(move || kubectl(pki, &server, client, &args))
-                .join()
-                .unwrap()
-        })
-    };
+    let client = kubectl(&pki, &server, "client");
     // Cached kind: guangzhou's endpoints only.
-    let Some(out) = tokio::task::block_in_place(|| {
-        run(
-            "client",
-            vec![
-                "get",
-                "endpoints",
-                "servicegrid-demo-svc",
-                "-o",
-                "jsonpath={.subsets[*].addresses[*].ip}",
-            ],
-        )
-    }) else {
-        return;
-    };
-    let mut ips: Vec<&str> = out.as_deref().unwrap().split_whitespace().collect();
+    let out = client
+        .ok_async(&[
+            "get",
+            "endpoints",
+            "servicegrid-demo-svc",
+            "-o",
+            "jsonpath={.subsets[*].addresses[*].ip}",
+        ])
+        .await;
+    let mut ips: Vec<&str> = out.split_whitespace().collect();
     ips.sort();
     assert_eq!(ips, ["10.0.0.139", "10.0.1.8"]);
     // Passthrough kinds and discovery.
-    let version = tokio::task::block_in_place(|| run("client", vec!["get", "--raw", "/version"]))
-        .unwrap()
-        .unwrap();
+    let version = client.ok_async(&["get", "--raw", "/version"]).await;
     assert!(version.contains("gitVersion"), "{version}");
-    let ns = tokio::task::block_in_place(|| run("client", vec!["get", "namespaces", "-o", "name"]))
-        .unwrap()
-        .unwrap();
+    let ns = client.ok_async(&["get", "namespaces", "-o", "name"]).await;
     assert!(ns.contains("namespace/default"), "{ns}");
     // A certificate nobody signed is refused at the handshake.
-    let refused =
-        tokio::task::block_in_place(|| run("unsigned", vec!["get", "--raw", "/version"])).unwrap();
-    assert!(refused.is_err(), "an unsigned client got in: {refused:?}");
+    let refused = kubectl(&pki, &server, "unsigned")
+        .run_async(&["get", "--raw", "/version"], "")
+        .await;
+    assert!(
+        !refused.success,
+        "an unsigned client got in: {}",
+        refused.stdout
+    );
 }

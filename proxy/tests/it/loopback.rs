@@ -1,13 +1,13 @@
 //! The proxy over real sockets against the in-memory API server, with the
 //! real `kubectl` (client-go) as a List/Watch client.
 
-use std::{process::Command, time::Duration};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use serde_json::{json, Value};
-use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig, ServerHandle};
+use sitegrid_fakeapi::{kubectl::Kubectl, sample, ApiServer, ApiServerConfig, ServerHandle};
 use sitegrid_proxy::app::{start, ProxyOptions, RunningProxy};
 
 struct Env {
@@ -50,41 +50,6 @@ async fn env(node: &str, slice_version: &'static str) -> Env {
     }
 }
 
-/// Runs the real kubectl against `server`; None when kubectl is not installed
-/// (outside CI only: CI must have it).
-fn kubectl(server: &str, args: &[&str]) -> Option<String> {
-    let home = std::env::temp_dir().join(format!("sitegrid-kubectl-{}", std::process::id()));
-    let out = match Command::new("kubectl")
-        .args(["--server", server, "--cache-dir"])
-        .arg(home.join("cache"))
-        .args(args)
-        .env("KUBECONFIG", home.join("none"))
-        .output()
-    {
-        Ok(out) => out,
-        Err(e) if std::env::var("CI").is_err() => {
-            eprintln!("kubectl not runnable ({e}); skipping the kubectl part of this test");
-            return None;
-        }
-        Err(e) => panic!("kubectl is required under CI: {e}"),
-    };
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8(out.stdout).unwrap())
-}
-
-async fn kubectl_async(server: String, args: Vec<String>) -> Option<String> {
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        kubectl(&server, &args)
-    })
-    .await
-    .unwrap()
-}
-
 fn slice_addresses(list: &Value) -> Vec<String> {
     let mut ips: Vec<String> = list["items"]
         .as_array()
@@ -117,20 +82,9 @@ async fn http_get(url: &str, http2: bool) -> (u16, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_sees_only_the_local_sites_endpoints() {
     let e = env("bj-1", "v1").await;
-    let Some(out) = kubectl_async(
-        e.url.clone(),
-        vec![
-            "get".into(),
-            "endpointslices".into(),
-            "-A".into(),
-            "-o".into(),
-            "json".into(),
-        ],
-    )
-    .await
-    else {
-        return;
-    };
+    let out = Kubectl::new(e.url.clone())
+        .ok_async(&["get", "endpointslices", "-A", "-o", "json"])
+        .await;
     let list: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         slice_addresses(&list),
@@ -138,33 +92,17 @@ async fn kubectl_sees_only_the_local_sites_endpoints() {
         "beijing's pods only"
     );
     // The API server itself still has all four.
-    let direct = kubectl_async(
-        e._upstream.url(),
-        vec![
-            "get".into(),
-            "endpointslices".into(),
-            "-A".into(),
-            "-o".into(),
-            "json".into(),
-        ],
-    )
-    .await
-    .unwrap();
+    let direct = Kubectl::new(e._upstream.url())
+        .ok_async(&["get", "endpointslices", "-A", "-o", "json"])
+        .await;
     assert_eq!(
         slice_addresses(&serde_json::from_str(&direct).unwrap()).len(),
         4
     );
 
-    let eps = kubectl_async(
-        e.url.clone(),
-        vec![
-            "get".into(),
-            "endpoints".into(),
-            "servicegrid-demo-svc".into(),
-        ],
-    )
-    .await
-    .unwrap();
+    let eps = Kubectl::new(e.url.clone())
+        .ok_async(&["get", "endpoints", "servicegrid-demo-svc"])
+        .await;
     let mut lines = eps.lines();
     assert_eq!(
         lines.next().unwrap().split_whitespace().collect::<Vec<_>>(),
@@ -176,20 +114,17 @@ async fn kubectl_sees_only_the_local_sites_endpoints() {
     shown.sort();
     assert_eq!(shown, ["10.0.0.70:8080", "10.0.1.72:8080"]);
 
-    let svc = kubectl_async(e.url.clone(), vec!["get".into(), "svc".into(), "-A".into()])
-        .await
-        .unwrap();
+    let svc = Kubectl::new(e.url.clone())
+        .ok_async(&["get", "svc", "-A"])
+        .await;
     assert!(svc.lines().next().unwrap().contains("CLUSTER-IP"), "{svc}");
     assert!(
         svc.contains("servicegrid-demo-svc") && svc.contains("10.96.33.231"),
         "{svc}"
     );
-    let nodes = kubectl_async(
-        e.url.clone(),
-        vec!["get".into(), "nodes".into(), "-o".into(), "wide".into()],
-    )
-    .await
-    .unwrap();
+    let nodes = Kubectl::new(e.url.clone())
+        .ok_async(&["get", "nodes", "-o", "wide"])
+        .await;
     assert!(
         nodes.lines().next().unwrap().contains("INTERNAL-IP"),
         "{nodes}"
@@ -204,18 +139,9 @@ async fn kubectl_sees_only_the_local_sites_endpoints() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_raw_watch_replays_what_happened_after_a_version() {
     let e = env("gz-2", "v1").await;
-    let Some(out) = kubectl_async(
-        e.url.clone(),
-        vec![
-            "get".into(),
-            "--raw".into(),
-            "/api/v1/namespaces/default/endpoints".into(),
-        ],
-    )
-    .await
-    else {
-        return;
-    };
+    let out = Kubectl::new(e.url.clone())
+        .ok_async(&["get", "--raw", "/api/v1/namespaces/default/endpoints"])
+        .await;
     let rv = serde_json::from_str::<Value>(&out).unwrap()["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
@@ -240,9 +166,9 @@ async fn kubectl_raw_watch_replays_what_happened_after_a_version() {
     let path = format!(
         "/api/v1/namespaces/default/endpoints?watch=1&resourceVersion={rv}&timeoutSeconds=1"
     );
-    let out = kubectl_async(e.url.clone(), vec!["get".into(), "--raw".into(), path])
-        .await
-        .unwrap();
+    let out = Kubectl::new(e.url.clone())
+        .ok_async(&["get", "--raw", &path])
+        .await;
     let frames: Vec<Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

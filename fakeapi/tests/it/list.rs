@@ -1,8 +1,6 @@
 //! LIST over real HTTP: shape, resourceVersion, pagination, selectors, errors.
 
-mod common;
-
-use common::{configmap, endpoints, start_default};
+use crate::common::{configmap, endpoints, start_default};
 use serde_json::{json, Value};
 
 fn names(list: &Value) -> Vec<String> {

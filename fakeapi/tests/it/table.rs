@@ -2,10 +2,8 @@
 //! apimachinery's printers, `includeObject`, paging metadata, single GETs,
 //! and plain JSON for resources without a printer and for watches.
 
-mod common;
-
+use crate::common::{start_default, Harness, Reply, WAIT};
 use bytes::Bytes;
-use common::{start_default, Harness, Reply, WAIT};
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt as _, Empty};
 use hyper::body::Incoming;

@@ -2,9 +2,7 @@
 //! documents (copied verbatim into `tests/fixtures/`) reads into the types, and
 //! writes back with the same spec fields.
 
-mod common;
-
-use common::{fixtures_of, parse};
+use crate::common::{fixtures_of, parse};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -22,7 +20,7 @@ fn spec_keys(value: &Value) -> Vec<String> {
 }
 
 /// A ServiceGrid example that the StatefulSetGrid document labels
-/// `kind: StatefulSetGrid` by mistake; see [`mislabelled_service_grid_is_a_clear_error`].
+/// `kind: StatefulSetGrid` by mistake; see [`mislabelled_service_grid_carries_no_pod_template`].
 const MISLABELLED: &str = "seed002-02-statefulsetgrid.yaml";
 
 fn check_all<T: DeserializeOwned + Serialize>(kind: &str, expected: usize) {
@@ -71,7 +69,7 @@ fn service_grid_examples_read() {
 
 #[test]
 fn canary_example_keeps_its_pool_and_assignments() {
-    let grid: DeploymentGrid = common::load("seed000-09-deploymentgrid.yaml");
+    let grid: DeploymentGrid = crate::common::load("seed000-09-deploymentgrid.yaml");
     let spec = &grid.spec;
     assert_eq!(
         spec.default_template_name.as_ref().map(|n| n.as_str()),
@@ -83,13 +81,14 @@ fn canary_example_keeps_its_pool_and_assignments() {
 }
 
 #[test]
-fn mislabelled_service_grid_is_a_clear_error() {
+fn mislabelled_service_grid_carries_no_pod_template() {
     // seed 002 shows a ServiceGrid (Service ports, no pod template) under
     // `kind: StatefulSetGrid`. No StatefulSet can come of it: the CRD schema
-    // requires `spec.template.template` (checked in tests/crds.rs), so the API
-    // server refuses it at apply time. The Rust types, like k8s-openapi's,
-    // read a missing required field as empty; it then has nothing to run.
-    let text = std::fs::read_to_string(common::fixtures_dir().join(MISLABELLED)).unwrap();
+    // requires `spec.template.template` (checked in crds.rs), so the API
+    // server refuses it at apply time with that field named (the real-cluster
+    // scenario 30 applies it). The Rust types, like k8s-openapi's, read the
+    // missing field as empty: nothing to run.
+    let text = std::fs::read_to_string(crate::common::fixtures_dir().join(MISLABELLED)).unwrap();
     let grid: StatefulSetGrid = parse(MISLABELLED, &text);
     assert_eq!(grid.spec.template.template, PodTemplateSpec::default());
     // Under the kind it was meant to be, it reads fine.

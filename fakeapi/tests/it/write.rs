@@ -1,8 +1,6 @@
 //! Writes over real HTTP: create, conflicts, patches, status, delete, bad input.
 
-mod common;
-
-use common::{configmap, start_default, summary};
+use crate::common::{configmap, start_default, summary};
 use http::Method;
 use serde_json::{json, Value};
 

@@ -1,10 +1,8 @@
 //! The listener: h2c, HTTP/1.1, request log, shutdown.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{start_default, Http};
+use crate::common::{start_default, Http};
 use serde_json::json;
 
 #[tokio::test]

@@ -1,5 +1,4 @@
 //! A tiny HTTP client over real loopback sockets for the API server tests.
-#![allow(dead_code)]
 
 use std::time::Duration;
 

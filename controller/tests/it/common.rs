@@ -1,7 +1,6 @@
 //! Loading the seed examples copied into `tests/fixtures/`.
 
 // Each test file uses a different subset of these helpers.
-#![allow(dead_code)]
 
 use std::path::PathBuf;
 

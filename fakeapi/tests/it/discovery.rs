@@ -1,8 +1,6 @@
 //! Discovery documents, as kubectl and client-go read them.
 
-mod common;
-
-use common::{start, start_default};
+use crate::common::{start, start_default};
 use serde_json::{json, Value};
 use sitegrid_fakeapi::ApiServerConfig;
 

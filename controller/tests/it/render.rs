@@ -1,7 +1,5 @@
 //! The expansion of the seed examples, checked by value.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -15,7 +13,7 @@ const UID: &str = "6f1c1a5e-0000-4000-8000-000000000001";
 
 /// A seed grid as the API server would return it (with a uid).
 fn persisted<K: Resource + serde::de::DeserializeOwned>(fixture: &str) -> K {
-    let mut grid: K = common::load(fixture);
+    let mut grid: K = crate::common::load(fixture);
     grid.meta_mut().uid = Some(UID.to_owned());
     grid
 }
@@ -234,12 +232,12 @@ fn a_site_value_that_is_no_valid_name_gets_a_hash_suffix() {
 
 #[test]
 fn grids_not_read_from_the_api_server_do_not_render() {
-    let grid: DeploymentGrid = common::load("seed000-04-deploymentgrid.yaml");
+    let grid: DeploymentGrid = crate::common::load("seed000-04-deploymentgrid.yaml");
     assert_eq!(
         render_deployments(&grid, &units(&["beijing"])),
         Err(GridError::NotPersisted)
     );
-    let sg: ServiceGrid = common::load("seed000-05-servicegrid.yaml");
+    let sg: ServiceGrid = crate::common::load("seed000-05-servicegrid.yaml");
     assert_eq!(render_service(&sg), Err(GridError::NotPersisted));
 }
 

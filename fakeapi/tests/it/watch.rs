@@ -1,11 +1,9 @@
 //! WATCH over real HTTP: initial state, replay, 410, bookmarks, timeouts,
 //! selector transitions, disconnects and lagging watchers.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{configmap, endpoints, start, start_default, summary};
+use crate::common::{configmap, endpoints, start, start_default, summary};
 use serde_json::json;
 use sitegrid_fakeapi::ApiServerConfig;
 

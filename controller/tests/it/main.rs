@@ -1,0 +1,9 @@
+//! sitegrid-controller's integration tests, one binary: the generated CRDs,
+//! the seeds' YAML read unchanged, the pure expansion, and the binary's flags
+//! and operator endpoints.
+
+mod cli;
+mod common;
+mod crds;
+mod render;
+mod seeds;
