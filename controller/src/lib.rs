@@ -4,29 +4,27 @@
 //! template that should run once per site. A site — a [`NodeUnit`] — is a
 //! distinct value of the node label named by the grid's [`GridUniqKey`].
 //!
-//! This crate holds the resource types ([`crd`]), their CustomResourceDefinitions
-//! ([`crds`]) and the pure expansion from a grid to its per-site children
+//! This crate holds the resource types and their CustomResourceDefinitions
+//! ([`api`]) and the pure expansion from a grid to its per-site children
 //! ([`render`]), and the controller that applies them: [`reconcile`] (one
 //! kube-runtime `Controller` per grid kind, server-side apply, status and
 //! events), [`run`] (leader election, node reflector, shutdown) and [`health`]
 //! (what `/readyz` and `/metrics` report).
 #![warn(missing_docs)]
 
+pub mod api;
 pub mod config;
-pub mod crd;
-pub mod crds;
 pub mod drift;
 pub mod health;
 pub mod metrics;
-pub mod names;
 pub mod reconcile;
 pub mod render;
 pub mod run;
 pub mod sites;
 pub mod status;
 
-pub use crd::{
+pub use api::keys::{GridUniqKey, NodeUnit, TemplateName};
+pub use api::{
     DeploymentGrid, DeploymentGridSpec, DeploymentGridStatus, ServiceGrid, ServiceGridSpec,
     ServiceGridStatus, StatefulSetGrid, StatefulSetGridSpec, StatefulSetGridStatus,
 };
-pub use names::{GridUniqKey, NodeUnit, TemplateName};

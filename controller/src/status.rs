@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
 
-use crate::names::NodeUnit;
+use crate::api::keys::NodeUnit;
 
 /// The condition type the controller adds to a site's state when it could
 /// not reconcile that site (its other conditions are the workload's own).

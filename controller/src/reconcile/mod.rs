@@ -28,9 +28,9 @@ use serde_json::Value;
 pub use service::reconcile_service;
 pub use workload::{reconcile_workload, WorkloadGrid};
 
+use crate::api::keys::{GridUniqKey, NodeUnit};
 use crate::drift;
 use crate::metrics::Metrics;
-use crate::names::{GridUniqKey, NodeUnit};
 use crate::render::GridError;
 
 /// The field manager of every apply the controller makes.

@@ -14,8 +14,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::{controlled_by, now, Context, Error, FIELD_MANAGER};
-use crate::crd::GridTemplates;
-use crate::names::{GridUniqKey, NodeUnit, TemplateName};
+use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
+use crate::api::GridTemplates;
 use crate::render::name::child_name;
 use crate::render::{self, GridError, SiteError, SiteResults, Workload, GRID_SELECTOR_LABEL};
 use crate::status::{self, reason, Failure};

@@ -18,8 +18,8 @@ pub use deployment::render_deployments;
 pub use service::render_service;
 pub use statefulset::render_statefulsets;
 
-use crate::crd::GridTemplates;
-use crate::names::{GridUniqKey, NodeUnit, TemplateName};
+use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
+use crate::api::GridTemplates;
 
 /// Label on every generated object: the name of the grid that owns it.
 pub const GRID_SELECTOR_LABEL: &str = "superedge.io/grid-selector";

@@ -193,7 +193,7 @@ fn a_missing_pool_entry_fails_only_its_site() {
 
 #[test]
 fn unused_templates_are_those_no_site_and_no_default_names() {
-    use sitegrid_controller::crd::GridTemplates;
+    use sitegrid_controller::api::GridTemplates;
     let mut grid: DeploymentGrid = persisted("seed000-09-deploymentgrid.yaml");
     // test1 is the default, test2 is zone2's: nothing unused.
     assert!(grid.spec.unused_templates().is_empty());

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::names::{NodeUnit, TemplateName};
+use crate::api::keys::{NodeUnit, TemplateName};
 
 /// The template fields of a workload grid spec (`template`, `templatePool`,
 /// `templates`, `defaultTemplateName`), seen the same way for Deployments

@@ -1,11 +1,13 @@
-//! The `superedge.io/v1` resource types, field for field as SuperEdge
-//! serializes them, so existing YAML applies unchanged.
-//!
-//! The CRD schemas are generated from these types and embed the real
-//! Kubernetes schemas of `DeploymentSpec`, `StatefulSetSpec` and `ServiceSpec`.
+//! The `superedge.io/v1` API: the grid resource types, field for field as
+//! SuperEdge serializes them so existing YAML applies unchanged ([`keys`]:
+//! the strings they are made of), and their CustomResourceDefinitions
+//! ([`crd`]), generated from these types with the real Kubernetes schemas of
+//! `DeploymentSpec`, `StatefulSetSpec` and `ServiceSpec` embedded.
 
 mod canary;
+pub mod crd;
 mod deployment_grid;
+pub mod keys;
 mod service_grid;
 mod statefulset_grid;
 
