@@ -1,37 +1,18 @@
 //! Sample clusters to load into the [`ApiServer`]: the two-site SuperEdge
-//! example and a large synthetic cluster for benchmarks.
+//! example (the one test world: `sample/two-sites.json`, also loaded into the
+//! real cluster by `deploy/e2e/sample.sh`) and a large synthetic cluster for
+//! benchmarks.
 
 mod objects;
+mod world;
 
 use serde_json::{json, Value};
 
 use crate::apiserver::ApiServer;
 use objects::{
-    endpoint_slice, endpoints, namespace, node, service, suffix_for, Backend, ServiceSpec,
-    SliceSpec,
+    endpoint_slice, endpoints, node, service, suffix_for, Backend, ServiceSpec, SliceSpec,
 };
-
-/// Node names, location and InternalIP of the two-site example.
-const TWO_SITE_NODES: &[(&str, &str, &str)] = &[
-    ("bj-1", "beijing", "192.0.2.11"),
-    ("bj-2", "beijing", "192.0.2.12"),
-    ("bj-3", "beijing", "192.0.2.13"),
-    ("gz-1", "guangzhou", "192.0.2.21"),
-    ("gz-2", "guangzhou", "192.0.2.22"),
-    ("gz-3", "guangzhou", "192.0.2.23"),
-];
-
-/// The apiserver's own address in the samples.
-const APISERVER_IP: &str = "192.0.2.1";
-
-fn backend(ip: &str, node: &str, zone: &str, pod: &str) -> Backend {
-    Backend {
-        ip: ip.into(),
-        node: Some(node.into()),
-        zone: Some(zone.into()),
-        pod: Some(pod.into()),
-    }
-}
+pub use world::{two_sites, World, WORLD};
 
 /// A Service (with Endpoints and one EndpointSlice) on port 80 → 8080.
 fn echo_service(
@@ -76,116 +57,6 @@ fn echo_service(
         },
         backends,
     ));
-}
-
-/// `default/kubernetes`: Service, Endpoints and EndpointSlice as in the reference.
-fn kubernetes_service(out: &mut Vec<Value>, version: &str) {
-    out.push(service(&ServiceSpec {
-        namespace: "default",
-        name: "kubernetes",
-        cluster_ip: "10.96.0.1",
-        selector: json!({}),
-        labels: json!({"component": "apiserver", "provider": "kubernetes"}),
-        annotations: json!({}),
-        port: json!({"name": "https", "protocol": "TCP", "port": 443, "targetPort": 6443}),
-    }));
-    let apiserver = [Backend {
-        ip: APISERVER_IP.into(),
-        node: None,
-        zone: None,
-        pod: None,
-    }];
-    out.push(endpoints(
-        "default",
-        "kubernetes",
-        json!({"endpointslice.kubernetes.io/skip-mirror": "true"}),
-        &apiserver,
-        json!([{"name": "https", "port": 6443, "protocol": "TCP"}]),
-    ));
-    let mut slice = endpoint_slice(
-        &SliceSpec {
-            namespace: "default",
-            service: "kubernetes",
-            generated_suffix: None,
-            ports: json!([{"name": "https", "protocol": "TCP", "port": 6443}]),
-            version,
-        },
-        &apiserver,
-    );
-    // The apiserver's endpoint carries only `ready`, in either version.
-    slice["endpoints"][0]["conditions"] = json!({"ready": true});
-    out.push(slice);
-}
-
-/// The two-site example from the SuperEdge docs: nodes bj-1..3
-/// (`location=beijing`) and gz-1..3 (`location=guangzhou`); the Service
-/// `default/servicegrid-demo-svc` (annotation `topologyKeys: '["location"]'`)
-/// with Endpoints and one EndpointSlice holding 4 ready endpoints (bj-1, bj-3,
-/// gz-2, gz-3); `default/plain-echo` without the annotation (endpoints on bj-2
-/// and gz-1); `default/kubernetes`; and the four standard namespaces.
-/// EndpointSlices are in `endpointslice_version` ("v1" or "v1beta1").
-pub fn two_sites(endpointslice_version: &str) -> Vec<Value> {
-    let v = endpointslice_version;
-    let mut out: Vec<Value> = ["default", "kube-system", "kube-public", "kube-node-lease"]
-        .into_iter()
-        .map(namespace)
-        .collect();
-    out.extend(TWO_SITE_NODES.iter().map(|(n, loc, ip)| node(n, loc, ip)));
-    kubernetes_service(&mut out, v);
-    let grid = [
-        backend(
-            "10.0.0.70",
-            "bj-1",
-            "beijing",
-            "deploymentgrid-demo-beijing-65d669b7d-v9zdb",
-        ),
-        backend(
-            "10.0.1.72",
-            "bj-3",
-            "beijing",
-            "deploymentgrid-demo-beijing-65d669b7d-wrx7r",
-        ),
-        backend(
-            "10.0.0.139",
-            "gz-2",
-            "guangzhou",
-            "deploymentgrid-demo-guangzhou-5d599854c8-hhmt2",
-        ),
-        backend(
-            "10.0.1.8",
-            "gz-3",
-            "guangzhou",
-            "deploymentgrid-demo-guangzhou-5d599854c8-k9gc7",
-        ),
-    ];
-    echo_service(
-        &mut out,
-        "servicegrid-demo-svc",
-        "10.96.33.231",
-        json!({"appGrid": "echo"}),
-        Some("servicegrid-demo"),
-        &grid,
-        v,
-    );
-    let plain = [
-        backend("10.0.0.81", "bj-2", "beijing", "plain-echo-6b7f9c8d5-4xq2m"),
-        backend(
-            "10.0.1.33",
-            "gz-1",
-            "guangzhou",
-            "plain-echo-6b7f9c8d5-9tzkp",
-        ),
-    ];
-    echo_service(
-        &mut out,
-        "plain-echo",
-        "10.96.120.15",
-        json!({"app": "plain"}),
-        None,
-        &plain,
-        v,
-    );
-    out
 }
 
 /// The `index`-th address of the /8-style block starting at `base`.second octet.
@@ -273,32 +144,43 @@ mod tests {
                 kinds("Node"),
                 kinds("Service"),
                 kinds("Endpoints"),
-                kinds("EndpointSlice")
+                kinds("EndpointSlice"),
+                kinds("Pod")
             ),
-            (6, 3, 3, 3)
+            (6, 5, 5, 5, 7),
+            "the file's nodes, Services (and default/kubernetes) and pods"
         );
-        let slice = objs
-            .iter()
-            .find(|o| {
-                o["kind"] == "EndpointSlice"
-                    && o["metadata"]["labels"]["kubernetes.io/service-name"]
-                        == "servicegrid-demo-svc"
-            })
-            .unwrap();
-        let nodes: Vec<&str> = slice["endpoints"]
+        let slice = |objs: &[Value], svc: &str| {
+            objs.iter()
+                .find(|o| {
+                    o["kind"] == "EndpointSlice"
+                        && o["metadata"]["labels"]["kubernetes.io/service-name"] == svc
+                })
+                .unwrap()
+                .clone()
+        };
+        let demo = slice(&objs, "servicegrid-demo-svc");
+        let nodes: Vec<&str> = demo["endpoints"]
             .as_array()
             .unwrap()
             .iter()
             .map(|e| e["nodeName"].as_str().unwrap())
             .collect();
         assert_eq!(nodes, ["bj-1", "bj-3", "gz-2", "gz-3"]);
+        // The headless Service's endpoints carry the controllers' mark.
+        let headless = slice(&objs, "echo-headless");
+        assert_eq!(
+            headless["metadata"]["labels"]["service.kubernetes.io/headless"],
+            ""
+        );
+        assert_eq!(
+            WORLD.ips_of("default", "servicegrid-demo-svc", Some("beijing")),
+            ["10.0.0.70", "10.0.1.72"]
+        );
         let beta = two_sites("v1beta1");
-        let slice = beta
-            .iter()
-            .find(|o| o["kind"] == "EndpointSlice" && o["metadata"]["name"] != "kubernetes")
-            .unwrap();
-        assert_eq!(slice["apiVersion"], "discovery.k8s.io/v1beta1");
-        assert!(slice["endpoints"][0]["topology"]["kubernetes.io/hostname"].is_string());
+        let demo = slice(&beta, "servicegrid-demo-svc");
+        assert_eq!(demo["apiVersion"], "discovery.k8s.io/v1beta1");
+        assert!(demo["endpoints"][0]["topology"]["kubernetes.io/hostname"].is_string());
     }
 
     #[test]

@@ -83,7 +83,7 @@ pub(crate) fn namespace(name: &str) -> Value {
     })
 }
 
-/// A ClusterIP Service with one TCP port `port` → `target_port`.
+/// A ClusterIP Service (headless with `cluster_ip: "None"`) with one port.
 pub(crate) struct ServiceSpec<'a> {
     pub namespace: &'a str,
     pub name: &'a str,
@@ -112,7 +112,9 @@ pub(crate) fn service(s: &ServiceSpec<'_>) -> Value {
         spec["selector"] = s.selector.clone();
     }
     spec["clusterIP"] = json!(s.cluster_ip);
-    spec["clusterIPs"] = json!([s.cluster_ip]);
+    if s.cluster_ip != "None" {
+        spec["clusterIPs"] = json!([s.cluster_ip]);
+    }
     spec["type"] = json!("ClusterIP");
     spec["sessionAffinity"] = json!("None");
     json!({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec, "status": {"loadBalancer": {}}})
@@ -250,5 +252,51 @@ pub(crate) fn endpoint_slice(s: &SliceSpec<'_>, backends: &[Backend]) -> Value {
         "addressType": "IPv4",
         "endpoints": endpoints,
         "ports": s.ports.clone()
+    })
+}
+
+/// A pod, as a kubelet reports it: bound to its node, Running and Ready.
+pub(crate) struct PodSpec<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub node: &'a str,
+    pub node_ip: &'a str,
+    pub ip: &'a str,
+    pub labels: Value,
+    pub image: &'a str,
+    pub port: u16,
+}
+
+/// The Pod object.
+pub(crate) fn pod(p: &PodSpec<'_>) -> Value {
+    let ready = |t: &str| {
+        json!({"type": t, "status": "True", "lastProbeTime": null,
+               "lastTransitionTime": "2026-11-21T15:12:23Z"})
+    };
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": p.name,
+            "namespace": p.namespace,
+            "uid": uid_for(&format!("pod/{}/{}", p.namespace, p.name)),
+            "labels": p.labels
+        },
+        "spec": {
+            "nodeName": p.node,
+            "containers": [{
+                "name": "main",
+                "image": p.image,
+                "ports": [{"containerPort": p.port, "protocol": "TCP"}]
+            }]
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [ready("Initialized"), ready("Ready"), ready("ContainersReady"), ready("PodScheduled")],
+            "hostIP": p.node_ip,
+            "podIP": p.ip,
+            "podIPs": [{"ip": p.ip}],
+            "startTime": "2026-11-21T15:12:23Z"
+        }
     })
 }

@@ -3,7 +3,7 @@
 //! these tests fail, saying how to get it.
 
 use serde_json::Value;
-use sitegrid_fakeapi::{kubectl::Kubectl, ApiServerConfig};
+use sitegrid_fakeapi::{kubectl::Kubectl, sample::WORLD, ApiServerConfig};
 
 use crate::common::start;
 
@@ -40,7 +40,8 @@ async fn kubectl_reads_and_writes() {
     )
     .unwrap();
     let items = json["items"].as_array().unwrap();
-    assert_eq!(items.len(), 3);
+    // One slice per Service of the sample, and `kubernetes`.
+    assert_eq!(items.len(), WORLD.services.len() + 1);
     assert!(items
         .iter()
         .all(|i| i["apiVersion"] == "discovery.k8s.io/v1"));
@@ -106,7 +107,8 @@ async fn kubectl_with_v1beta1_endpointslices() {
     )
     .unwrap();
     let items = json["items"].as_array().unwrap();
-    assert_eq!(items.len(), 3);
+    // One slice per Service of the sample, and `kubernetes`.
+    assert_eq!(items.len(), WORLD.services.len() + 1);
     assert!(items
         .iter()
         .all(|i| i["apiVersion"] == "discovery.k8s.io/v1beta1"));

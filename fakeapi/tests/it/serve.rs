@@ -17,7 +17,7 @@ async fn h2c_and_http1_both_work() {
         .watch("/api/v1/namespaces/default/services?watch=1&resourceVersion=0")
         .await;
     let mut names = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..4 {
         names.push(
             w.event().await["object"]["metadata"]["name"]
                 .as_str()
@@ -26,7 +26,15 @@ async fn h2c_and_http1_both_work() {
         );
     }
     names.sort();
-    assert_eq!(names, ["kubernetes", "plain-echo", "servicegrid-demo-svc"]);
+    assert_eq!(
+        names,
+        [
+            "echo-headless",
+            "kubernetes",
+            "plain-echo",
+            "servicegrid-demo-svc"
+        ]
+    );
     let r1 = h
         .client
         .get("/api/v1/namespaces/default/services/servicegrid-demo-svc")

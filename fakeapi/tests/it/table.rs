@@ -108,7 +108,8 @@ async fn endpoints_list_as_a_table() {
         serde_json::json!({"resourceVersion": h.server.resource_version().to_string()})
     );
     assert_eq!(column_names(&t), ["Name", "Endpoints", "Age"]);
-    assert_eq!(t["rows"].as_array().unwrap().len(), 3);
+    // default's Endpoints: the sample's three Services there and `kubernetes`.
+    assert_eq!(t["rows"].as_array().unwrap().len(), 4);
 
     let plain = cells(&t, "plain-echo");
     assert_eq!(plain[..2], ["plain-echo", "10.0.0.81:8080,10.0.1.33:8080"]);

@@ -1,5 +1,7 @@
-//! Shared fixtures: a cache filled through the projector with scripted
-//! upstream events (the two-site example), and helpers to call the proxy.
+//! Shared fixtures: the two-site world (`sitegrid_fakeapi::sample`, the one
+//! test world of the project) fed through the cache's writer as scripted
+//! upstream events, builders for the changes tests make, and helpers to call
+//! the proxy.
 #![allow(dead_code)]
 
 use bytes::Bytes;
@@ -28,40 +30,38 @@ pub fn node(name: &str, location: &str, rv: u64) -> UpstreamObject {
     )
 }
 
-pub fn service(name: &str, labels: Value, keys: Option<&str>, rv: u64) -> UpstreamObject {
-    let mut meta = json!({"name":name,"namespace":"default","resourceVersion":rv.to_string(),
-        "creationTimestamp":"2026-11-21T15:12:23Z","labels":labels});
-    if let Some(k) = keys {
-        meta["annotations"] = json!({"topologyKeys": k});
-    }
-    obj(
-        json!({"metadata":meta,"spec":{"ports":[{"protocol":"TCP","port":80,"targetPort":8080}],
-        "clusterIP":"10.96.0.10","type":"ClusterIP"},"status":{"loadBalancer":{}}}),
-    )
-}
-
+/// Endpoints `ns/name` whose ready addresses are `addrs` (ip, node), at
+/// upstream version `rv`: the sample's object with its addresses replaced
+/// (labels and ports kept), or a new one labelled `app=<name>`.
 pub fn endpoints(ns: &str, name: &str, addrs: &[(&str, &str)], rv: u64) -> UpstreamObject {
+    let sample = sitegrid_fakeapi::sample::two_sites("v1")
+        .into_iter()
+        .find(|o| {
+            o["kind"] == "Endpoints"
+                && o["metadata"]["namespace"] == ns
+                && o["metadata"]["name"] == name
+        });
+    let mut o = sample.unwrap_or_else(|| {
+        json!({"metadata":{"name":name,"namespace":ns,"labels":{"app":name}},
+        "subsets":[{"addresses":[],"ports":[{"name":"http","port":8080,"protocol":"TCP"}]}]})
+    });
+    // An address the sample has keeps its pod reference, as a real update would.
+    let known = o["subsets"][0]["addresses"].clone();
     let addresses: Vec<Value> = addrs
         .iter()
-        .map(|(ip, n)| json!({"ip":ip,"nodeName":n}))
+        .map(|(ip, n)| {
+            let mut a = known
+                .as_array()
+                .and_then(|all| all.iter().find(|a| a["ip"] == *ip).cloned())
+                .unwrap_or_else(|| json!({"ip": ip}));
+            a["nodeName"] = json!(n);
+            a
+        })
         .collect();
-    obj(
-        json!({"metadata":{"name":name,"namespace":ns,"resourceVersion":rv.to_string(),
-        "creationTimestamp":"2026-11-21T15:12:23Z","labels":{"app":name}},
-        "subsets":[{"addresses":addresses,"ports":[{"name":"http","port":8080,"protocol":"TCP"}]}]}),
-    )
-}
-
-pub fn slice(name: &str, svc: &str, eps: &[(&str, &str)], rv: u64) -> UpstreamObject {
-    let endpoints: Vec<Value> = eps
-        .iter()
-        .map(|(ip, n)| json!({"addresses":[ip],"conditions":{"ready":true},"nodeName":n}))
-        .collect();
-    obj(
-        json!({"metadata":{"name":name,"namespace":"default","resourceVersion":rv.to_string(),
-        "creationTimestamp":"2026-11-21T15:12:23Z","labels":{"kubernetes.io/service-name":svc}},
-        "addressType":"IPv4","endpoints":endpoints,"ports":[{"name":"http","protocol":"TCP","port":8080}]}),
-    )
+    o["metadata"]["resourceVersion"] = json!(rv.to_string());
+    o["metadata"]["creationTimestamp"] = json!("2026-11-21T15:12:23Z");
+    o["subsets"][0]["addresses"] = json!(addresses);
+    obj(o)
 }
 
 pub fn sync(p: &mut Writer, kind: ResourceKind, objs: Vec<UpstreamObject>) {
@@ -72,82 +72,76 @@ pub fn sync(p: &mut Writer, kind: ResourceKind, objs: Vec<UpstreamObject>) {
     p.handle(kind, W::InitDone);
 }
 
-/// The two-site example as node `local` sees it.
+/// The two-site world as node `local` sees it: the sample's nodes, Services,
+/// Endpoints and EndpointSlices (v1) listed by the writer, as after a sync.
 pub fn two_sites(local: &str, config: CacheConfig) -> (Cache, Writer) {
     let (cache, slot) = cache::new(config);
     let mut p = slot.start(local, ApiVersion::V1);
-    sync(
-        &mut p,
-        ResourceKind::Nodes,
-        vec![
-            node("bj-1", "beijing", 1),
-            node("bj-2", "beijing", 2),
-            node("gz-1", "guangzhou", 3),
-            node("gz-2", "guangzhou", 4),
-        ],
-    );
-    sync(
-        &mut p,
-        ResourceKind::Services,
-        vec![
-            service(
-                "echo",
-                json!({"superedge.io/grid-selector":"servicegrid-demo"}),
-                Some(r#"["location"]"#),
-                10,
-            ),
-            service("plain", json!({"app":"plain"}), None, 11),
-            service(
-                "headless",
-                json!({"service.kubernetes.io/headless":""}),
-                None,
-                12,
-            ),
-        ],
-    );
-    sync(
-        &mut p,
-        ResourceKind::Endpoints,
-        vec![
-            endpoints(
-                "default",
-                "echo",
-                &[
-                    ("10.0.0.1", "bj-1"),
-                    ("10.0.0.2", "bj-2"),
-                    ("10.0.0.3", "gz-1"),
-                    ("10.0.0.4", "gz-2"),
-                ],
-                20,
-            ),
-            endpoints(
-                "default",
-                "plain",
-                &[("10.0.1.1", "bj-1"), ("10.0.1.3", "gz-1")],
-                21,
-            ),
-            endpoints("other", "web", &[("10.0.2.1", "gz-2")], 22),
-        ],
-    );
-    sync(
-        &mut p,
-        ResourceKind::EndpointSlices,
-        vec![
-            slice(
-                "echo-abc",
-                "echo",
-                &[("10.0.0.1", "bj-1"), ("10.0.0.3", "gz-1")],
-                30,
-            ),
-            slice(
-                "plain-xyz",
-                "plain",
-                &[("10.0.1.1", "bj-1"), ("10.0.1.3", "gz-1")],
-                31,
-            ),
-        ],
-    );
+    let world = sitegrid_fakeapi::sample::two_sites("v1");
+    let mut rv = 0;
+    for (kind, name) in [
+        (ResourceKind::Nodes, "Node"),
+        (ResourceKind::Services, "Service"),
+        (ResourceKind::Endpoints, "Endpoints"),
+        (ResourceKind::EndpointSlices, "EndpointSlice"),
+    ] {
+        let objects = world
+            .iter()
+            .filter(|o| o["kind"] == name)
+            .map(|o| {
+                // What the API server adds when it stores an object.
+                let mut o = o.clone();
+                rv += 1;
+                o["metadata"]["resourceVersion"] = json!(rv.to_string());
+                o["metadata"]["creationTimestamp"] = json!("2026-11-21T15:12:23Z");
+                obj(o)
+            })
+            .collect();
+        sync(&mut p, kind, objects);
+    }
     (cache, p)
+}
+
+/// The current endpoint IPs of an Endpoints object in a list or watch frame.
+pub fn subset_ips(endpoints: &Value) -> Vec<String> {
+    endpoints["subsets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["addresses"].as_array().cloned().unwrap_or_default())
+        .map(|a| a["ip"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The endpoint addresses of an EndpointSlice.
+pub fn slice_ips(slice: &Value) -> Vec<String> {
+    slice["endpoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|e| e["addresses"].as_array().cloned().unwrap_or_default())
+        .map(|a| a.as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The item of a list whose name is `name`.
+pub fn item<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["items"]
+        .as_array()
+        .and_then(|items| items.iter().find(|i| i["metadata"]["name"] == name))
+        .unwrap_or_else(|| panic!("no {name} in {list}"))
+}
+
+/// The EndpointSlice of Service `svc` in a list.
+pub fn slice_of<'a>(list: &'a Value, svc: &str) -> &'a Value {
+    list["items"]
+        .as_array()
+        .and_then(|items| {
+            items
+                .iter()
+                .find(|i| i["metadata"]["labels"]["kubernetes.io/service-name"] == svc)
+        })
+        .unwrap_or_else(|| panic!("no slice of {svc} in {list}"))
 }
 
 /// The proxy's whole request stack over `cache`, with no upstream (passthrough paths get 404).

@@ -24,29 +24,34 @@ async fn list_is_filtered_to_the_local_site_and_shaped_like_the_apiserver() {
         list["items"][0].get("kind").is_none(),
         "list items carry no kind"
     );
-    let echo = list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["metadata"]["name"] == "echo")
-        .unwrap();
-    let ips: Vec<_> = echo["subsets"][0]["addresses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["ip"].clone())
-        .collect();
-    assert_eq!(ips, [json!("10.0.0.1"), json!("10.0.0.2")]);
+    // Beijing's pods only (bj-1 and bj-3), not guangzhou's.
+    assert_eq!(
+        subset_ips(item(&list, "servicegrid-demo-svc")),
+        ["10.0.0.70", "10.0.1.72"]
+    );
+    // A Service without topologyKeys is not filtered.
+    assert_eq!(
+        subset_ips(item(&list, "plain-echo")),
+        ["10.0.0.81", "10.0.1.33"]
+    );
     // All-namespace lists are ordered by namespace/name, like etcd keys.
-    assert_eq!(names(&list), ["echo", "plain", "web"]);
+    assert_eq!(
+        names(&list),
+        [
+            "echo-headless",
+            "kubernetes",
+            "plain-echo",
+            "servicegrid-demo-svc",
+            "kube-dns"
+        ]
+    );
 
     let (_, slices) = get_json(&app, "/apis/discovery.k8s.io/v1/endpointslices").await;
     assert_eq!(slices["kind"], "EndpointSliceList");
-    let echo = &slices["items"][0];
     assert_eq!(
-        echo["endpoints"].as_array().unwrap().len(),
-        1,
-        "only bj-1's endpoint"
+        slice_ips(slice_of(&slices, "servicegrid-demo-svc")),
+        ["10.0.0.70", "10.0.1.72"],
+        "only beijing's endpoints"
     );
 }
 
@@ -61,10 +66,10 @@ async fn v1beta1_endpointslices_are_served_converted() {
     .await;
     assert_eq!(code, 200);
     assert_eq!(list["apiVersion"], "discovery.k8s.io/v1beta1");
-    let ep = &list["items"][0]["endpoints"][0];
-    assert_eq!(ep["addresses"], json!(["10.0.0.3"]));
+    let ep = &slice_of(&list, "servicegrid-demo-svc")["endpoints"][0];
+    assert_eq!(ep["addresses"], json!(["10.0.0.139"]));
     assert_eq!(
-        ep["topology"]["kubernetes.io/hostname"], "gz-1",
+        ep["topology"]["kubernetes.io/hostname"], "gz-2",
         "v1beta1 spells the node in topology"
     );
 }
@@ -75,26 +80,44 @@ async fn kube_proxy_label_selector_and_field_selectors() {
     let app = app(cache, HandlerSettings::default());
     let (_, list) = get_json(
         &app,
-        &format!("/api/v1/services?{KUBE_PROXY_LS}&limit=500&resourceVersion=0"),
+        &format!("/api/v1/endpoints?{KUBE_PROXY_LS}&limit=500&resourceVersion=0"),
     )
     .await;
     assert_eq!(
         names(&list),
-        ["echo", "plain"],
-        "the headless service is excluded"
+        [
+            "kubernetes",
+            "plain-echo",
+            "servicegrid-demo-svc",
+            "kube-dns"
+        ],
+        "the headless service's endpoints are excluded"
+    );
+    let (_, list) = get_json(
+        &app,
+        &format!("/apis/discovery.k8s.io/v1/endpointslices?{KUBE_PROXY_LS}"),
+    )
+    .await;
+    assert!(
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["metadata"]["labels"]["kubernetes.io/service-name"] != "echo-headless"),
+        "{list}"
     );
     let (_, list) = get_json(
         &app,
         "/api/v1/services?labelSelector=superedge.io%2Fgrid-selector%20in%20(servicegrid-demo,x)",
     )
     .await;
-    assert_eq!(names(&list), ["echo"]);
+    assert_eq!(names(&list), ["servicegrid-demo-svc"]);
     let (_, list) = get_json(
         &app,
-        "/api/v1/endpoints?fieldSelector=metadata.namespace%3Ddefault,metadata.name!%3Decho",
+        "/api/v1/endpoints?fieldSelector=metadata.namespace%3Ddefault,metadata.name!%3Dservicegrid-demo-svc",
     )
     .await;
-    assert_eq!(names(&list), ["plain"]);
+    assert_eq!(names(&list), ["echo-headless", "kubernetes", "plain-echo"]);
     let (_, list) = get_json(
         &app,
         "/api/v1/nodes?fieldSelector=metadata.name%3Dgz-1&limit=500&resourceVersion=0",
@@ -120,23 +143,23 @@ async fn kube_proxy_label_selector_and_field_selectors() {
 async fn pages_are_consistent_while_objects_change() {
     let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
     let app = app(cache, HandlerSettings::default());
-    let (_, page1) = get_json(&app, "/api/v1/endpoints?limit=1").await;
-    assert_eq!(names(&page1), ["echo"]);
-    assert_eq!(page1["metadata"]["remainingItemCount"], 2);
+    let (_, page1) = get_json(&app, "/api/v1/endpoints?limit=2").await;
+    assert_eq!(names(&page1), ["echo-headless", "kubernetes"]);
+    assert_eq!(page1["metadata"]["remainingItemCount"], 3);
     let token = page1["metadata"]["continue"].as_str().unwrap().to_owned();
-    // Between pages: plain is deleted and a new object appears.
+    // Between pages: plain-echo is deleted and a new object appears.
     p.handle(
         ResourceKind::Endpoints,
-        W::Delete(endpoints("default", "plain", &[], 40)),
+        W::Delete(endpoints("default", "plain-echo", &[], 40)),
     );
     p.handle(
         ResourceKind::Endpoints,
         W::Apply(endpoints("default", "new", &[("10.0.3.1", "bj-1")], 41)),
     );
-    let (_, page2) = get_json(&app, &format!("/api/v1/endpoints?limit=1&continue={token}")).await;
+    let (_, page2) = get_json(&app, &format!("/api/v1/endpoints?limit=2&continue={token}")).await;
     assert_eq!(
         names(&page2),
-        ["plain"],
+        ["plain-echo", "servicegrid-demo-svc"],
         "page 2 shows the snapshot of page 1"
     );
     assert_eq!(
@@ -144,15 +167,24 @@ async fn pages_are_consistent_while_objects_change() {
         page1["metadata"]["resourceVersion"]
     );
     let token = page2["metadata"]["continue"].as_str().unwrap().to_owned();
-    let (_, page3) = get_json(&app, &format!("/api/v1/endpoints?limit=1&continue={token}")).await;
-    assert_eq!(names(&page3), ["web"]);
+    let (_, page3) = get_json(&app, &format!("/api/v1/endpoints?limit=2&continue={token}")).await;
+    assert_eq!(names(&page3), ["kube-dns"]);
     assert!(page3["metadata"].get("continue").is_none());
     // A fresh list sees the new state.
     let (_, now) = get_json(&app, "/api/v1/endpoints").await;
-    assert_eq!(names(&now), ["echo", "new", "web"]);
+    assert_eq!(
+        names(&now),
+        [
+            "echo-headless",
+            "kubernetes",
+            "new",
+            "servicegrid-demo-svc",
+            "kube-dns"
+        ]
+    );
     // resourceVersion=0 ignores limit, as the apiserver's watch cache does.
     let (_, all) = get_json(&app, "/api/v1/endpoints?limit=1&resourceVersion=0").await;
-    assert_eq!(names(&all).len(), 3);
+    assert_eq!(names(&all).len(), 5);
 }
 
 #[tokio::test]
@@ -208,7 +240,7 @@ async fn exact_list_shows_the_past_state() {
         .to_owned();
     p.handle(
         ResourceKind::Endpoints,
-        W::Delete(endpoints("default", "plain", &[], 40)),
+        W::Delete(endpoints("default", "plain-echo", &[], 40)),
     );
     let (code, past) = get_json(
         &app,
@@ -218,7 +250,15 @@ async fn exact_list_shows_the_past_state() {
     )
     .await;
     assert_eq!(code, 200);
-    assert_eq!(names(&past), ["echo", "plain"]);
+    assert_eq!(
+        names(&past),
+        [
+            "echo-headless",
+            "kubernetes",
+            "plain-echo",
+            "servicegrid-demo-svc"
+        ]
+    );
     assert_eq!(past["metadata"]["resourceVersion"], rv.as_str());
 }
 
@@ -239,16 +279,24 @@ async fn a_future_resource_version_times_out_with_504() {
 async fn get_returns_the_object_or_the_apiservers_404() {
     let (cache, _p) = two_sites("gz-2", CacheConfig::default());
     let app = app(cache, HandlerSettings::default());
-    let (code, ep) = get_json(&app, "/api/v1/namespaces/default/endpoints/echo").await;
+    let (code, ep) = get_json(
+        &app,
+        "/api/v1/namespaces/default/endpoints/servicegrid-demo-svc",
+    )
+    .await;
     assert_eq!(code, 200);
     assert_eq!(
         (ep["kind"].as_str(), ep["apiVersion"].as_str()),
         (Some("Endpoints"), Some("v1"))
     );
-    assert_eq!(
-        ep["subsets"][0]["addresses"],
-        json!([{"ip":"10.0.0.3","nodeName":"gz-1"},{"ip":"10.0.0.4","nodeName":"gz-2"}])
-    );
+    assert_eq!(subset_ips(&ep), ["10.0.0.139", "10.0.1.8"]);
+    let nodes: Vec<&str> = ep["subsets"][0]["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["nodeName"].as_str().unwrap())
+        .collect();
+    assert_eq!(nodes, ["gz-2", "gz-3"], "guangzhou's pods");
     let (code, node) = get_json(&app, "/api/v1/nodes/gz-2").await;
     assert_eq!(
         (code, node["metadata"]["name"].as_str()),
@@ -294,8 +342,14 @@ async fn kubectl_gets_tables_with_the_apiservers_columns() {
         .map(|c| c["name"].clone())
         .collect();
     assert_eq!(cols, [json!("Name"), json!("Endpoints"), json!("Age")]);
-    assert_eq!(t["rows"][0]["cells"][1], "10.0.0.1:8080,10.0.0.2:8080");
-    assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    let demo = t["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cells"][0] == "servicegrid-demo-svc")
+        .unwrap();
+    assert_eq!(demo["cells"][1], "10.0.0.70:8080,10.0.1.72:8080");
+    assert_eq!(demo["object"]["kind"], "PartialObjectMetadata");
 
     let resp = call(&app, "/api/v1/nodes?includeObject=Bogus", Some(accept)).await;
     assert_eq!(resp.status(), 400);

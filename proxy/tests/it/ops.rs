@@ -6,7 +6,6 @@ use std::{io::Read, time::Duration};
 use bytes::Bytes;
 use http::{Method, Request, Response};
 use http_body_util::{BodyExt, Empty};
-use kube::runtime::watcher::Event as W;
 use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
 use sitegrid_proxy::{
@@ -19,24 +18,11 @@ use sitegrid_proxy::{
     },
     http::Body,
     ops::Ops,
-    upstream::UpstreamObject,
 };
 use sitegrid_runtime::ops::Operator;
+
+use crate::common::{node, sync};
 use tower::ServiceExt;
-
-fn node(name: &str, rv: u64) -> UpstreamObject {
-    let v = json!({"metadata":{"name":name,"resourceVersion":rv.to_string(),
-        "creationTimestamp":"2026-11-21T15:12:22Z","labels":{"location":"beijing"}}});
-    UpstreamObject::from_json(&v.to_string()).unwrap()
-}
-
-fn sync(p: &mut Writer, kind: ResourceKind, objs: Vec<UpstreamObject>) {
-    p.handle(kind, W::Init);
-    for o in objs {
-        p.handle(kind, W::InitApply(o));
-    }
-    p.handle(kind, W::InitDone);
-}
 
 /// An empty cache and the writer that fills it.
 fn cache() -> (Cache, Writer) {
@@ -130,7 +116,11 @@ async fn readyz_waits_for_every_resource_to_sync() {
         assert!(msg.contains(kind.plural()), "{msg}");
     }
 
-    sync(&mut p, ResourceKind::Nodes, vec![node("bj-1", 1)]);
+    sync(
+        &mut p,
+        ResourceKind::Nodes,
+        vec![node("bj-1", "beijing", 1)],
+    );
     sync(&mut p, ResourceKind::Services, vec![]);
     let (code, msg) = text(&ops, "/readyz").await;
     assert_eq!(code, 503);
@@ -151,7 +141,7 @@ async fn metrics_show_what_was_recorded_and_the_cache() {
     sync(
         &mut p,
         ResourceKind::Nodes,
-        vec![node("bj-1", 1), node("bj-2", 2)],
+        vec![node("bj-1", "beijing", 1), node("bj-2", "beijing", 2)],
     );
     let ops = ops(cache.clone(), false);
     let m = &ops.metrics;
@@ -235,7 +225,7 @@ async fn debug_cache_lists_resources_and_watchers_with_their_lag() {
     sync(
         &mut p,
         ResourceKind::Nodes,
-        vec![node("bj-1", 1), node("bj-2", 2)],
+        vec![node("bj-1", "beijing", 1), node("bj-2", "beijing", 2)],
     );
     let ops = ops(cache.clone(), true);
     let nodes_rv = cache.store(ResourceKind::Nodes).last_rv();

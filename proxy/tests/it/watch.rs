@@ -40,25 +40,30 @@ async fn watch_from_zero_starts_with_added_then_follows_live_changes() {
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "application/json");
     let mut body = resp.into_body();
-    let initial = frames(&mut body, 2).await;
+    let initial = frames(&mut body, 4).await;
     assert_eq!(
         summary(&initial),
-        pairs(&[("ADDED", "echo"), ("ADDED", "plain")])
+        pairs(&[
+            ("ADDED", "echo-headless"),
+            ("ADDED", "kubernetes"),
+            ("ADDED", "plain-echo"),
+            ("ADDED", "servicegrid-demo-svc")
+        ])
     );
     assert_eq!(
         initial[0]["object"]["kind"], "Endpoints",
         "event objects carry kind"
     );
-    // A pod in guangzhou changes: bj-1's view of echo does not change, so no event.
+    // A pod in guangzhou goes away: bj-1's view of the Service does not change, so no event.
     p.handle(
         ResourceKind::Endpoints,
         W::Apply(endpoints(
             "default",
-            "echo",
+            "servicegrid-demo-svc",
             &[
-                ("10.0.0.1", "bj-1"),
-                ("10.0.0.2", "bj-2"),
-                ("10.0.0.3", "gz-1"),
+                ("10.0.0.70", "bj-1"),
+                ("10.0.1.72", "bj-3"),
+                ("10.0.0.139", "gz-2"),
             ],
             50,
         )),
@@ -68,17 +73,17 @@ async fn watch_from_zero_starts_with_added_then_follows_live_changes() {
         ResourceKind::Endpoints,
         W::Apply(endpoints(
             "default",
-            "echo",
-            &[("10.0.0.1", "bj-1"), ("10.0.0.3", "gz-1")],
+            "servicegrid-demo-svc",
+            &[("10.0.0.70", "bj-1"), ("10.0.0.139", "gz-2")],
             51,
         )),
     );
     let live = frames(&mut body, 1).await;
-    assert_eq!(summary(&live), pairs(&[("MODIFIED", "echo")]));
     assert_eq!(
-        live[0]["object"]["subsets"][0]["addresses"],
-        json!([{"ip":"10.0.0.1","nodeName":"bj-1"}])
+        summary(&live),
+        pairs(&[("MODIFIED", "servicegrid-demo-svc")])
     );
+    assert_eq!(subset_ips(&live[0]["object"]), ["10.0.0.70"]);
 }
 
 #[tokio::test]
@@ -97,7 +102,7 @@ async fn watch_resumes_from_a_resource_version_without_loss() {
     );
     p.handle(
         ResourceKind::Endpoints,
-        W::Delete(endpoints("other", "web", &[], 61)),
+        W::Delete(endpoints("kube-system", "kube-dns", &[], 61)),
     );
     let resp = call(
         &app,
@@ -109,7 +114,7 @@ async fn watch_resumes_from_a_resource_version_without_loss() {
     let replay = frames(&mut body, 2).await;
     assert_eq!(
         summary(&replay),
-        pairs(&[("ADDED", "new"), ("DELETED", "web")])
+        pairs(&[("ADDED", "new"), ("DELETED", "kube-dns")])
     );
     let rvs: Vec<u64> = replay
         .iter()
@@ -134,7 +139,7 @@ async fn watch_resumes_from_a_resource_version_without_loss() {
     .await;
     assert_eq!(
         summary(&frames(&mut resp.into_body(), 1).await),
-        pairs(&[("DELETED", "web")])
+        pairs(&[("DELETED", "kube-dns")])
     );
 }
 
@@ -158,7 +163,7 @@ async fn a_version_the_log_no_longer_holds_gets_a_410_error_event() {
             ResourceKind::Endpoints,
             W::Apply(endpoints(
                 "default",
-                "plain",
+                "plain-echo",
                 &[("10.0.1.1", "bj-1")],
                 70 + i,
             )),
@@ -167,7 +172,7 @@ async fn a_version_the_log_no_longer_holds_gets_a_410_error_event() {
             ResourceKind::Endpoints,
             W::Apply(endpoints(
                 "default",
-                "plain",
+                "plain-echo",
                 &[("10.0.1.2", "bj-1")],
                 80 + i,
             )),
@@ -214,7 +219,12 @@ async fn bookmarks_arrive_when_the_resource_moved_and_timeout_ends_the_stream() 
     // this watch (namespace default) sees no event, only the bookmark.
     p.handle(
         ResourceKind::Endpoints,
-        W::Apply(endpoints("other", "web", &[("10.0.2.9", "bj-1")], 90)),
+        W::Apply(endpoints(
+            "kube-system",
+            "kube-dns",
+            &[("10.0.2.9", "bj-1")],
+            90,
+        )),
     );
     let f = frames(&mut body, 10).await;
     let types: Vec<&str> = f.iter().map(|x| x["type"].as_str().unwrap()).collect();
@@ -244,11 +254,12 @@ async fn send_initial_events_ends_the_initial_state_with_an_annotated_bookmark()
     let app = app(cache, HandlerSettings::default());
     let uri = "/api/v1/nodes?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1";
     let f = frames(&mut call(&app, uri, None).await.into_body(), 10).await;
-    assert_eq!(f.len(), 5);
-    assert!(f[..4].iter().all(|x| x["type"] == "ADDED"));
-    assert_eq!(f[4]["type"], "BOOKMARK");
+    // The six nodes, then the bookmark.
+    assert_eq!(f.len(), 7);
+    assert!(f[..6].iter().all(|x| x["type"] == "ADDED"));
+    assert_eq!(f[6]["type"], "BOOKMARK");
     assert_eq!(
-        f[4]["object"]["metadata"]["annotations"],
+        f[6]["object"]["metadata"]["annotations"],
         json!({"k8s.io/initial-events-end":"true"})
     );
     // Without resourceVersionMatch it is refused, as kube-apiserver does.
@@ -267,26 +278,33 @@ async fn label_selector_transitions_become_added_and_deleted() {
         .to_owned();
     let resp = call(
         &app,
-        &format!("/api/v1/endpoints?watch=1&labelSelector=app%3Dplain&resourceVersion={rv}"),
+        &format!("/api/v1/endpoints?watch=1&labelSelector=superedge.io%2Fgrid-selector%3Dservicegrid-demo&resourceVersion={rv}"),
         None,
     )
     .await;
     let mut body = resp.into_body();
-    let relabel = |app_label: &str, rv: u64| {
+    let relabel = |grid: &str, rv: u64| {
         obj(
-            json!({"metadata":{"name":"plain","namespace":"default","resourceVersion":rv.to_string(),"labels":{"app":app_label}},
-            "subsets":[{"addresses":[{"ip":"10.0.1.1","nodeName":"bj-1"}],"ports":[{"port":8080}]}]}),
+            json!({"metadata":{"name":"servicegrid-demo-svc","namespace":"default","resourceVersion":rv.to_string(),
+            "labels":{"superedge.io/grid-selector":grid}},
+            "subsets":[{"addresses":[{"ip":"10.0.0.70","nodeName":"bj-1"}],"ports":[{"port":8080}]}]}),
         )
     };
     p.handle(ResourceKind::Endpoints, W::Apply(relabel("other", 100)));
-    p.handle(ResourceKind::Endpoints, W::Apply(relabel("plain", 101)));
+    p.handle(
+        ResourceKind::Endpoints,
+        W::Apply(relabel("servicegrid-demo", 101)),
+    );
     let f = frames(&mut body, 2).await;
     assert_eq!(
         summary(&f),
-        pairs(&[("DELETED", "plain"), ("ADDED", "plain")])
+        pairs(&[
+            ("DELETED", "servicegrid-demo-svc"),
+            ("ADDED", "servicegrid-demo-svc")
+        ])
     );
     assert_eq!(
-        f[0]["object"]["metadata"]["labels"]["app"], "plain",
+        f[0]["object"]["metadata"]["labels"]["superedge.io/grid-selector"], "servicegrid-demo",
         "DELETED carries the old content"
     );
     assert!(
@@ -311,16 +329,18 @@ async fn relabelling_a_node_sends_modified_to_watchers() {
     )
     .await;
     let mut body = resp.into_body();
-    p.handle(ResourceKind::Nodes, W::Apply(node("gz-1", "beijing", 110)));
-    let f = frames(&mut body, 1).await;
-    assert_eq!(summary(&f), pairs(&[("MODIFIED", "echo-abc")]));
-    let ips: Vec<_> = f[0]["object"]["endpoints"]
-        .as_array()
+    let demo = slice_of(&list, "servicegrid-demo-svc")["metadata"]["name"]
+        .as_str()
         .unwrap()
-        .iter()
-        .map(|e| e["addresses"][0].clone())
-        .collect();
-    assert_eq!(ips, [json!("10.0.0.1"), json!("10.0.0.3")]);
+        .to_owned();
+    // gz-2 moves to beijing: its pod becomes local to bj-1.
+    p.handle(ResourceKind::Nodes, W::Apply(node("gz-2", "beijing", 110)));
+    let f = frames(&mut body, 1).await;
+    assert_eq!(summary(&f), pairs(&[("MODIFIED", demo.as_str())]));
+    assert_eq!(
+        slice_ips(&f[0]["object"]),
+        ["10.0.0.70", "10.0.1.72", "10.0.0.139"]
+    );
 }
 
 #[tokio::test]
@@ -347,7 +367,12 @@ async fn a_slow_watcher_is_ended_with_410_while_a_fast_one_keeps_up() {
         let ip = format!("10.0.5.{}", i % 250);
         p.handle(
             ResourceKind::Endpoints,
-            W::Apply(endpoints("default", "plain", &[(&ip, "bj-1")], 1000 + i)),
+            W::Apply(endpoints(
+                "default",
+                "plain-echo",
+                &[(&ip, "bj-1")],
+                1000 + i,
+            )),
         );
         fast_seen.extend(frames(&mut fast, 1).await);
     }

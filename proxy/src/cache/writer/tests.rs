@@ -1,4 +1,8 @@
-//! Projector and store behaviour, driven with scripted upstream events.
+//! The writer and the stores, driven with scripted upstream events over the
+//! shared two-site world (`sitegrid_fakeapi::sample`): bj-1..3 in beijing,
+//! gz-1..3 in guangzhou; `servicegrid-demo-svc` (topologyKeys location) with
+//! pods on bj-1 10.0.0.70, bj-3 10.0.1.72, gz-2 10.0.0.139, gz-3 10.0.1.8;
+//! `plain-echo` (unfiltered) on bj-2 10.0.0.81 and gz-1 10.0.1.33.
 
 use kube::runtime::watcher::Event as W;
 use serde_json::{json, Value};
@@ -17,18 +21,50 @@ fn obj(v: Value) -> UpstreamObject {
     UpstreamObject::from_json(&v.to_string()).unwrap()
 }
 
+/// The world's objects of `kind`, with the versions an API server would give them.
+fn world(kind: ResourceKind) -> Vec<UpstreamObject> {
+    sitegrid_fakeapi::sample::two_sites("v1")
+        .into_iter()
+        .filter(|o| o["kind"] == kind.kind())
+        .enumerate()
+        .map(|(i, mut o)| {
+            o["metadata"]["resourceVersion"] = json!((i + 1).to_string());
+            obj(o)
+        })
+        .collect()
+}
+
+/// The world's `kind` object named `ns/name` (`ns` empty for nodes), as JSON.
+fn world_object(kind: ResourceKind, ns: &str, name: &str) -> Value {
+    sitegrid_fakeapi::sample::two_sites("v1")
+        .into_iter()
+        .find(|o| {
+            o["kind"] == kind.kind()
+                && o["metadata"]["name"] == name
+                && o["metadata"]["namespace"].as_str().unwrap_or("") == ns
+        })
+        .unwrap_or_else(|| panic!("no {kind} {ns}/{name} in the sample"))
+}
+
 fn node(name: &str, location: &str, rv: u64) -> UpstreamObject {
-    obj(
-        json!({"metadata":{"name":name,"resourceVersion":rv.to_string(),"labels":{"location":location}}}),
-    )
+    let mut o = world_object(Nodes, "", name);
+    o["metadata"]["labels"]["location"] = json!(location);
+    o["metadata"]["resourceVersion"] = json!(rv.to_string());
+    obj(o)
 }
 
 fn service(name: &str, keys: Option<&str>, rv: u64) -> UpstreamObject {
-    let mut meta = json!({"name":name,"namespace":"default","resourceVersion":rv.to_string()});
-    if let Some(k) = keys {
-        meta["annotations"] = json!({"topologyKeys": k});
+    let mut o = world_object(Services, "default", name);
+    match keys {
+        Some(k) => o["metadata"]["annotations"] = json!({"topologyKeys": k}),
+        None => {
+            if let Some(meta) = o["metadata"].as_object_mut() {
+                meta.shift_remove("annotations");
+            }
+        }
     }
-    obj(json!({"metadata":meta,"spec":{"ports":[{"port":80}]}}))
+    o["metadata"]["resourceVersion"] = json!(rv.to_string());
+    obj(o)
 }
 
 fn endpoints(name: &str, addrs: &[(&str, &str)], rv: u64) -> UpstreamObject {
@@ -67,10 +103,18 @@ fn writer(local: &str) -> (Cache, Writer) {
     (cache, slot.start(local, ApiVersion::V1))
 }
 
-fn ips(cache: &Cache, key: &str) -> Vec<String> {
+/// The whole world, as after a first sync.
+fn two_sites(p: &mut Writer) {
+    for kind in [Nodes, Services, Endpoints, EndpointSlices] {
+        sync(p, kind, world(kind));
+    }
+}
+
+/// The ready addresses of the Endpoints `default/name` as served.
+fn ips(cache: &Cache, name: &str) -> Vec<String> {
     let v = cache
         .store(Endpoints)
-        .get(key)
+        .get(&format!("default/{name}"))
         .unwrap()
         .body(ApiVersion::V1, ApiVersion::V1)
         .to_value();
@@ -83,6 +127,19 @@ fn ips(cache: &Cache, key: &str) -> Vec<String> {
         .collect()
 }
 
+/// The key of the EndpointSlice of Service `default/svc` the world has.
+fn slice_key(svc: &str) -> String {
+    let slice = sitegrid_fakeapi::sample::two_sites("v1")
+        .into_iter()
+        .find(|o| {
+            o["kind"] == "EndpointSlice"
+                && o["metadata"]["labels"]["kubernetes.io/service-name"] == svc
+        })
+        .unwrap();
+    format!("default/{}", slice["metadata"]["name"].as_str().unwrap())
+}
+
+/// The addresses of the EndpointSlice `key` as served.
 fn slice_ips(cache: &Cache, key: &str) -> Vec<String> {
     let v = cache
         .store(EndpointSlices)
@@ -98,96 +155,47 @@ fn slice_ips(cache: &Cache, key: &str) -> Vec<String> {
         .collect()
 }
 
-fn two_sites(p: &mut Writer) {
-    sync(
-        p,
-        Nodes,
-        vec![
-            node("bj-1", "beijing", 1),
-            node("bj-2", "beijing", 2),
-            node("gz-1", "guangzhou", 3),
-        ],
-    );
-    sync(
-        p,
-        Services,
-        vec![
-            service("echo", Some(r#"["location"]"#), 4),
-            service("plain", None, 5),
-        ],
-    );
-    sync(
-        p,
-        Endpoints,
-        vec![
-            endpoints(
-                "echo",
-                &[
-                    ("10.0.0.1", "bj-1"),
-                    ("10.0.0.2", "bj-2"),
-                    ("10.0.0.3", "gz-1"),
-                ],
-                6,
-            ),
-            endpoints("plain", &[("10.0.1.1", "bj-1"), ("10.0.1.3", "gz-1")], 7),
-        ],
-    );
-    sync(
-        p,
-        EndpointSlices,
-        vec![slice(
-            "echo-a",
-            "echo",
-            &[("10.0.0.1", "bj-1"), ("10.0.0.3", "gz-1")],
-            8,
-        )],
-    );
-}
-
 #[test]
 fn endpoints_are_held_back_until_nodes_and_services_are_synced() {
     let (cache, mut p) = writer("bj-1");
-    sync(
-        &mut p,
-        Endpoints,
-        vec![endpoints(
-            "echo",
-            &[("10.0.0.1", "bj-1"), ("10.0.0.3", "gz-1")],
-            6,
-        )],
-    );
+    sync(&mut p, Endpoints, world(Endpoints));
     assert!(
         !cache.readiness().is_served(Endpoints),
         "no half-filtered view may be served"
     );
-    assert!(cache.store(Endpoints).get("default/echo").is_none());
-    sync(
-        &mut p,
-        Nodes,
-        vec![node("bj-1", "beijing", 1), node("gz-1", "guangzhou", 3)],
-    );
-    sync(
-        &mut p,
-        Services,
-        vec![service("echo", Some(r#"["location"]"#), 4)],
-    );
+    assert!(cache
+        .store(Endpoints)
+        .get("default/servicegrid-demo-svc")
+        .is_none());
+    sync(&mut p, Nodes, world(Nodes));
+    sync(&mut p, Services, world(Services));
     assert!(cache.readiness().is_served(Endpoints));
-    assert_eq!(ips(&cache, "default/echo"), ["10.0.0.1"]);
-    // One ADDED for the filtered view: nothing unfiltered was ever logged.
+    assert_eq!(
+        ips(&cache, "servicegrid-demo-svc"),
+        ["10.0.0.70", "10.0.1.72"]
+    );
+    // One ADDED per object, already filtered: nothing unfiltered was ever logged.
     let sub = cache
         .store(Endpoints)
         .subscribe(Some(cache.start_rv()))
         .unwrap();
-    assert_eq!(sub.replay.len(), 1);
+    assert_eq!(sub.replay.len(), world(Endpoints).len());
+    assert!(sub.replay.iter().all(|e| e.event_type == EventType::Added));
 }
 
 #[test]
 fn topology_filters_endpoints_and_slices_and_plain_services_pass() {
     let (cache, mut p) = writer("bj-1");
     two_sites(&mut p);
-    assert_eq!(ips(&cache, "default/echo"), ["10.0.0.1", "10.0.0.2"]);
-    assert_eq!(ips(&cache, "default/plain"), ["10.0.1.1", "10.0.1.3"]);
-    assert_eq!(slice_ips(&cache, "default/echo-a"), ["10.0.0.1"]);
+    assert_eq!(
+        ips(&cache, "servicegrid-demo-svc"),
+        ["10.0.0.70", "10.0.1.72"]
+    );
+    assert_eq!(ips(&cache, "plain-echo"), ["10.0.0.81", "10.0.1.33"]);
+    assert_eq!(
+        slice_ips(&cache, &slice_key("servicegrid-demo-svc")),
+        ["10.0.0.70", "10.0.1.72"]
+    );
     assert!(cache.readiness().is_ready());
 }
 
@@ -196,11 +204,11 @@ fn node_relabel_emits_modified_for_affected_views_only() {
     let (cache, mut p) = writer("bj-1");
     two_sites(&mut p);
     let before = cache.store(Endpoints).last_rv();
-    // gz-1 moves to beijing: its endpoints become local.
-    p.handle(Nodes, W::Apply(node("gz-1", "beijing", 20)));
+    // gz-2 moves to beijing: its pod becomes local.
+    p.handle(Nodes, W::Apply(node("gz-2", "beijing", 20)));
     assert_eq!(
-        ips(&cache, "default/echo"),
-        ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+        ips(&cache, "servicegrid-demo-svc"),
+        ["10.0.0.139", "10.0.0.70", "10.0.1.72"]
     );
     let sub = cache.store(Endpoints).subscribe(Some(before)).unwrap();
     let changed: Vec<_> = sub
@@ -210,16 +218,19 @@ fn node_relabel_emits_modified_for_affected_views_only() {
         .collect();
     assert_eq!(
         changed,
-        [(EventType::Modified, "default/echo".to_string())],
-        "plain is unfiltered and unchanged"
+        [(
+            EventType::Modified,
+            "default/servicegrid-demo-svc".to_string()
+        )],
+        "the unfiltered Services are unchanged"
     );
     assert_eq!(
-        slice_ips(&cache, "default/echo-a"),
-        ["10.0.0.1", "10.0.0.3"]
+        slice_ips(&cache, &slice_key("servicegrid-demo-svc")),
+        ["10.0.0.70", "10.0.1.72", "10.0.0.139"]
     );
     // A status-only node update (same labels) changes no endpoints view.
     let before = cache.store(Endpoints).last_rv();
-    p.handle(Nodes, W::Apply(node("gz-1", "beijing", 21)));
+    p.handle(Nodes, W::Apply(node("gz-2", "beijing", 21)));
     assert_eq!(cache.store(Endpoints).last_rv(), before);
 }
 
@@ -227,17 +238,26 @@ fn node_relabel_emits_modified_for_affected_views_only() {
 fn removing_the_annotation_unfilters_and_adding_it_filters_again() {
     let (cache, mut p) = writer("gz-1");
     two_sites(&mut p);
-    assert_eq!(ips(&cache, "default/echo"), ["10.0.0.3"]);
-    p.handle(Services, W::Apply(service("echo", None, 30)));
     assert_eq!(
-        ips(&cache, "default/echo"),
-        ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+        ips(&cache, "servicegrid-demo-svc"),
+        ["10.0.0.139", "10.0.1.8"]
     );
     p.handle(
         Services,
-        W::Apply(service("echo", Some(r#"["location"]"#), 31)),
+        W::Apply(service("servicegrid-demo-svc", None, 30)),
     );
-    assert_eq!(ips(&cache, "default/echo"), ["10.0.0.3"]);
+    assert_eq!(
+        ips(&cache, "servicegrid-demo-svc"),
+        ["10.0.0.139", "10.0.0.70", "10.0.1.72", "10.0.1.8"]
+    );
+    p.handle(
+        Services,
+        W::Apply(service("servicegrid-demo-svc", Some(r#"["location"]"#), 31)),
+    );
+    assert_eq!(
+        ips(&cache, "servicegrid-demo-svc"),
+        ["10.0.0.139", "10.0.1.8"]
+    );
 }
 
 #[test]
@@ -245,15 +265,27 @@ fn relist_emits_only_the_differences_in_one_atomic_batch() {
     let (cache, mut p) = writer("bj-1");
     two_sites(&mut p);
     let before = cache.current_rv();
-    // After a 410 the reflector relists: echo changed, plain deleted, other new.
-    sync(
-        &mut p,
-        Endpoints,
-        vec![
-            endpoints("echo", &[("10.0.0.1", "bj-1")], 40),
-            endpoints("other", &[("10.0.2.1", "bj-2")], 41),
-        ],
-    );
+    // After a 410 the reflector relists: the demo Service changed, plain-echo
+    // was deleted, `other` is new, everything else is as it was.
+    let relisted = || {
+        let mut objs: Vec<UpstreamObject> = world(Endpoints)
+            .into_iter()
+            .filter(|o| {
+                !matches!(
+                    o.key().as_str(),
+                    "default/plain-echo" | "default/servicegrid-demo-svc"
+                )
+            })
+            .collect();
+        objs.push(endpoints(
+            "servicegrid-demo-svc",
+            &[("10.0.0.70", "bj-1")],
+            40,
+        ));
+        objs.push(endpoints("other", &[("10.0.2.1", "bj-2")], 41));
+        objs
+    };
+    sync(&mut p, Endpoints, relisted());
     let sub = cache.store(Endpoints).subscribe(Some(before)).unwrap();
     let mut changed: Vec<_> = sub
         .replay
@@ -264,21 +296,14 @@ fn relist_emits_only_the_differences_in_one_atomic_batch() {
     assert_eq!(
         changed,
         [
-            (EventType::Modified, "default/echo"),
             (EventType::Added, "default/other"),
-            (EventType::Deleted, "default/plain"),
+            (EventType::Deleted, "default/plain-echo"),
+            (EventType::Modified, "default/servicegrid-demo-svc"),
         ]
     );
     // Relisting the same state again changes nothing.
     let before = cache.current_rv();
-    sync(
-        &mut p,
-        Endpoints,
-        vec![
-            endpoints("echo", &[("10.0.0.1", "bj-1")], 40),
-            endpoints("other", &[("10.0.2.1", "bj-2")], 41),
-        ],
-    );
+    sync(&mut p, Endpoints, relisted());
     assert_eq!(cache.current_rv(), before);
 }
 
@@ -287,7 +312,7 @@ fn deleted_event_carries_last_state_at_the_deletion_version() {
     let (cache, mut p) = writer("bj-1");
     two_sites(&mut p);
     let before = cache.current_rv();
-    p.handle(Endpoints, W::Delete(endpoints("plain", &[], 50)));
+    p.handle(Endpoints, W::Delete(endpoints("plain-echo", &[], 50)));
     let sub = cache.store(Endpoints).subscribe(Some(before)).unwrap();
     let ev = &sub.replay[0];
     assert_eq!(ev.event_type, EventType::Deleted);
@@ -306,7 +331,7 @@ fn deleted_event_carries_last_state_at_the_deletion_version() {
     );
     assert_eq!(
         frame["object"]["subsets"][0]["addresses"][0]["ip"],
-        json!("10.0.1.1")
+        json!("10.0.0.81")
     );
 }
 
@@ -314,25 +339,28 @@ fn deleted_event_carries_last_state_at_the_deletion_version() {
 fn slices_of_one_service_share_the_chosen_key() {
     let (cache, mut p) = writer("bj-1");
     two_sites(&mut p);
+    let svc = "servicegrid-demo-svc";
+    let first = slice_key(svc);
     p.handle(
         Services,
-        W::Apply(service("echo", Some(r#"["location","*"]"#), 60)),
+        W::Apply(service(svc, Some(r#"["location","*"]"#), 60)),
     );
     // A second slice with only remote endpoints must not fall back to "*"
     // while the service has a local endpoint in another slice.
     p.handle(
         EndpointSlices,
-        W::Apply(slice("echo-b", "echo", &[("10.0.0.9", "gz-1")], 61)),
+        W::Apply(slice("demo-b", svc, &[("10.0.0.9", "gz-1")], 61)),
     );
-    assert_eq!(slice_ips(&cache, "default/echo-a"), ["10.0.0.1"]);
-    assert_eq!(slice_ips(&cache, "default/echo-b"), Vec::<String>::new());
-    // The local endpoint goes away: now "*" applies to both slices.
+    assert_eq!(slice_ips(&cache, &first), ["10.0.0.70", "10.0.1.72"]);
+    assert_eq!(slice_ips(&cache, "default/demo-b"), Vec::<String>::new());
+    // The local endpoints go away: now "*" applies to both slices.
+    let first_name = first.trim_start_matches("default/");
     p.handle(
         EndpointSlices,
-        W::Apply(slice("echo-a", "echo", &[("10.0.0.3", "gz-1")], 62)),
+        W::Apply(slice(first_name, svc, &[("10.0.0.139", "gz-2")], 62)),
     );
-    assert_eq!(slice_ips(&cache, "default/echo-a"), ["10.0.0.3"]);
-    assert_eq!(slice_ips(&cache, "default/echo-b"), ["10.0.0.9"]);
+    assert_eq!(slice_ips(&cache, &first), ["10.0.0.139"]);
+    assert_eq!(slice_ips(&cache, "default/demo-b"), ["10.0.0.9"]);
 }
 
 #[test]
@@ -349,10 +377,10 @@ fn exact_snapshot_rolls_back_and_old_versions_are_too_old() {
     let at = cache.current_rv();
     p.handle(
         Endpoints,
-        W::Apply(endpoints("plain", &[("10.0.1.1", "bj-1")], 70)),
+        W::Apply(endpoints("plain-echo", &[("10.0.1.1", "bj-1")], 70)),
     );
     let old = cache.store(Endpoints).snapshot_at(at, "").unwrap();
-    let plain = old.iter().find(|v| v.key == "default/plain").unwrap();
+    let plain = old.iter().find(|v| v.key == "default/plain-echo").unwrap();
     assert!(plain.rv <= at);
     let ips_then: Vec<String> = plain.body(ApiVersion::V1, ApiVersion::V1).to_value()["subsets"][0]
         ["addresses"]
@@ -363,13 +391,13 @@ fn exact_snapshot_rolls_back_and_old_versions_are_too_old() {
         .collect();
     assert_eq!(
         ips_then,
-        ["10.0.1.1", "10.0.1.3"],
+        ["10.0.0.81", "10.0.1.33"],
         "the state at `at`, before the update"
     );
-    assert_eq!(ips(&cache, "default/plain"), ["10.0.1.1"]);
+    assert_eq!(ips(&cache, "plain-echo"), ["10.0.1.1"]);
     p.handle(
         Endpoints,
-        W::Apply(endpoints("plain", &[("10.0.1.9", "bj-1")], 71)),
+        W::Apply(endpoints("plain-echo", &[("10.0.1.9", "bj-1")], 71)),
     );
     // The log holds 3 events; the initial ADDED ones have been evicted.
     assert!(cache
