@@ -32,7 +32,9 @@ PKI=$RUN/pki
 LOGS=$RUN/logs
 PIDS=$RUN/pids
 
-log() { printf 'cluster: %s\n' "$*" >&2; }
+E2E_NAME=cluster
+# shellcheck source-path=SCRIPTDIR source=harness.sh
+source "$(dirname "$0")/harness.sh"
 die() { log "$*"; exit 1; }
 
 # --- certificates -----------------------------------------------------------
@@ -114,26 +116,22 @@ start() {
     echo $! >"$PIDS/$name.pid"
 }
 
-# running PID: the process exists and is not a zombie (a child of this shell
-# that exited stays one until the shell ends).
-running() {
-    local state
-    state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-    [[ -n $state && $state != Z ]]
-}
+alive() { [[ -f $PIDS/$1.pid ]] && pid_running "$(cat "$PIDS/$1.pid")"; }
 
-alive() { [[ -f $PIDS/$1.pid ]] && running "$(cat "$PIDS/$1.pid")"; }
+# up_or_dead NAME CMD...: CMD succeeds, or the process NAME died (which ends the wait).
+up_or_dead() {
+    local name=$1
+    shift
+    ! alive "$name" || "$@"
+}
 
 # wait_for WHAT NAME CMD...: retry CMD for $WAIT seconds; fail early if the
 # process NAME died.
 wait_for() {
-    local what=$1 name=$2 deadline=$((SECONDS + WAIT))
+    local what=$1 name=$2
     shift 2
-    until "$@" >/dev/null 2>&1; do
-        alive "$name" || die "$name exited while waiting for $what"
-        ((SECONDS < deadline)) || die "timed out after ${WAIT}s waiting for $what"
-        sleep 0.5
-    done
+    retry "$WAIT" up_or_dead "$name" "$@" || die "timed out after ${WAIT}s waiting for $what"
+    alive "$name" || die "$name exited while waiting for $what"
     log "$what: ok"
 }
 
@@ -156,12 +154,12 @@ check_ports_free() {
 # $RUN, so a recycled PID is never signalled.
 stop_all() {
     [[ -d $PIDS ]] || return 0
-    local f pid name pids=() deadline=$((SECONDS + 10))
+    local f pid name pids=()
     for name in scheduler controller-manager apiserver etcd; do
         f=$PIDS/$name.pid
         [[ -f $f ]] || continue
         pid=$(cat "$f")
-        if running "$pid" && grep -qa -- "$RUN" "/proc/$pid/cmdline"; then
+        if pid_running "$pid" && grep -qa -- "$RUN" "/proc/$pid/cmdline"; then
             kill -TERM "$pid"
             pids+=("$pid")
             log "stopping $name ($pid)"
@@ -169,8 +167,7 @@ stop_all() {
         rm -f "$f"
     done
     for pid in "${pids[@]}"; do
-        while running "$pid" && ((SECONDS < deadline)); do sleep 0.2; done
-        if running "$pid"; then kill -KILL "$pid"; fi
+        retry 10 pid_gone "$pid" || kill -KILL "$pid"
     done
 }
 
@@ -201,7 +198,7 @@ up() {
     if [[ -d $RUN ]]; then
         local f
         for f in "$PIDS"/*.pid; do
-            [[ -f $f ]] && running "$(cat "$f")" &&
+            [[ -f $f ]] && pid_running "$(cat "$f")" &&
                 die "already up ($RUN); run: $0 down"
         done
         rm -rf "$RUN" # leftovers of a failed run

@@ -15,33 +15,14 @@
 #     (sitegrid_controller_api_writes_total) and the API server's PATCH/DELETE
 #     counts for the kinds it writes; the leader lease's renewals are listed apart.
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
+E2E_NAME=figures
 SITES=${1:-100} QUIET=${2:-600} RESYNC=${3:-10s}
 PORT=18091
-export SITEGRID_E2E_LOGS=${SITEGRID_E2E_LOGS:-/tmp/sitegrid-e2e-figures}
-rm -rf "$SITEGRID_E2E_LOGS" && mkdir -p "$SITEGRID_E2E_LOGS"
-
-"$HERE/install.sh" >/dev/null 2>&1
-(cd "$ROOT" && cargo build --release -p sitegrid-controller --locked)
-export SITEGRID_E2E_ROOT=$ROOT
-export SITEGRID_CONTROLLER_BIN=$ROOT/target/release/sitegrid-controller
-
-"$HERE/cluster.sh" down >/dev/null 2>&1 || true
-cleanup() {
-    local rc=$?
-    set +e
-    [[ -f $SITEGRID_E2E_LOGS/pids ]] && xargs -r kill <"$SITEGRID_E2E_LOGS/pids" 2>/dev/null
-    cp -r /tmp/sitegrid-e2e/logs "$SITEGRID_E2E_LOGS/cluster" 2>/dev/null
-    "$HERE/cluster.sh" down >/dev/null 2>&1
-    ((rc == 0)) || echo "figures: failed; logs in $SITEGRID_E2E_LOGS" >&2
-    exit "$rc"
-}
-trap cleanup EXIT
-"$HERE/cluster.sh" up >/dev/null
-eval "$("$HERE/cluster.sh" env)"
+# shellcheck source-path=SCRIPTDIR source=harness.sh
+source "$(dirname "$0")/harness.sh"
+harness_up --release --no-sample sitegrid-controller
 # shellcheck source-path=SCRIPTDIR source=lib.sh
-source "$HERE/lib.sh"
+source "$E2E_DIR/lib.sh"
 
 # SITES nodes in one request.
 for i in $(seq 1 "$SITES"); do
@@ -49,12 +30,13 @@ for i in $(seq 1 "$SITES"); do
 done | kubectl apply -f - >/dev/null
 install_controller_prereqs
 start_controller figures $PORT --leader-elect=false --resync-period="$RESYNC"
-eventually 30 curl -sf "http://127.0.0.1:$PORT/readyz" || fail "controller not ready"
+retry 30 curl -sf "http://127.0.0.1:$PORT/readyz" || fail "controller not ready"
 
-count() { kubectl get deploy -l superedge.io/grid-selector=deploymentgrid-demo -o name | wc -l; }
+# all_deployments: every site has its Deployment.
+all_deployments() { (($(kubectl get deploy -l superedge.io/grid-selector=deploymentgrid-demo -o name | wc -l) >= SITES)); }
 start=$(date +%s.%N)
-kubectl apply -f "$ROOT/controller/tests/fixtures/seed000-04-deploymentgrid.yaml" >/dev/null
-until (($(count) >= SITES)); do sleep 0.1; done
+kubectl apply -f "$E2E_ROOT/controller/tests/fixtures/seed000-04-deploymentgrid.yaml" >/dev/null
+retry 600 all_deployments || fail "not every site got its Deployment within 600 s"
 done_at=$(date +%s.%N)
 awk -v n="$SITES" -v s="$start" -v e="$done_at" 'BEGIN {printf "figures: %d per-site Deployments exist %.2f s after kubectl apply\n", n, e - s}'
 
@@ -64,12 +46,10 @@ awk -v n="$SITES" -v s="$start" -v e="$done_at" 'BEGIN {printf "figures: %d per-
 # 30 s window passes with no controller write.
 kubectl patch dg deploymentgrid-demo --type=merge -p '{"spec":{"template":{"replicas":0}}}' >/dev/null
 writes() { controller_metric $PORT api_writes_total; }
+# quiet_for_30s: no controller write during the next 30 s.
+quiet_for_30s() { local w; w=$(writes); sleep 30; [[ $(writes) == "$w" ]]; }
 settle_start=$SECONDS
-while :; do
-    w=$(writes); sleep 30
-    [[ $(writes) == "$w" ]] && break
-    ((SECONDS - settle_start < 600)) || fail "writes never settled"
-done
+retry 600 quiet_for_30s || fail "writes never settled"
 echo "figures: settled after $((SECONDS - settle_start)) s"
 
 apiserver_writes() { # the API server's PATCH/DELETE/POST/PUT counts for the kinds the controller writes

@@ -14,40 +14,20 @@
 # latency.py times each change from the EndpointSlice event on the API
 # server to the DNAT rule in each namespace's iptables-save.
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
+E2E_NAME=latency
 CHANGES=${1:-60} PAUSE=${2:-2.2}
 PROXY_PORT=51221
-export SITEGRID_E2E_LOGS=${SITEGRID_E2E_LOGS:-/tmp/sitegrid-e2e-latency}
-rm -rf "$SITEGRID_E2E_LOGS" && mkdir -p "$SITEGRID_E2E_LOGS"
-
-"$HERE/install.sh" >/dev/null 2>&1
-(cd "$ROOT" && cargo build --release -p sitegrid-proxy --locked)
-export SITEGRID_PROXY_BIN=$ROOT/target/release/sitegrid-proxy
-
-"$HERE/cluster.sh" down >/dev/null 2>&1 || true
-cleanup() {
-    local rc=$? ns
-    set +e
-    [[ -f $SITEGRID_E2E_LOGS/pids ]] && xargs -r kill <"$SITEGRID_E2E_LOGS/pids" 2>/dev/null
-    for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^sg-/ {print $1}'); do ip netns delete "$ns"; done
-    cp -r /tmp/sitegrid-e2e/logs "$SITEGRID_E2E_LOGS/cluster" 2>/dev/null
-    "$HERE/cluster.sh" down >/dev/null 2>&1
-    ((rc == 0)) || echo "latency: failed; logs in $SITEGRID_E2E_LOGS" >&2
-    exit "$rc"
-}
-trap cleanup EXIT
-"$HERE/cluster.sh" up >/dev/null
-"$HERE/sample.sh" >/dev/null
-eval "$("$HERE/cluster.sh" env)"
+# shellcheck source-path=SCRIPTDIR source=harness.sh
+source "$(dirname "$0")/harness.sh"
+harness_up --release sitegrid-proxy
 # shellcheck source-path=SCRIPTDIR source=lib.sh
-source "$HERE/lib.sh"
+source "$E2E_DIR/lib.sh"
 
 start_proxy bj-1 $PROXY_PORT
 start_kube_proxy bj-1 $PROXY_PORT EndpointSliceProxying=true
 start_kube_proxy bj-3 6443 EndpointSliceProxying=true "$SITEGRID_E2E_KUBE_PROXY_KUBECONFIG"
 add_ready_pod echoserver-bj-2 bj-2 10.0.0.71
 
-python3 "$HERE/latency.py" --changes "$CHANGES" --pause "$PAUSE" --apiserver "$SITEGRID_E2E_APISERVER" \
+python3 "$E2E_DIR/latency.py" --changes "$CHANGES" --pause "$PAUSE" --apiserver "$SITEGRID_E2E_APISERVER" \
     --pki "$SITEGRID_E2E_RUN/pki" --pod echoserver-bj-2 --ip 10.0.0.71 \
     --csv "$SITEGRID_E2E_LOGS/latency.csv" via-sitegrid=sg-bj-1 direct=sg-bj-3

@@ -1,8 +1,10 @@
-# Helpers for scenarios (sourced by run.sh in a subshell, with `set -euo pipefail`).
+# Helpers for scenarios (sourced by run.sh in a subshell, with `set -euo pipefail`)
+# and the figure scripts: sitegrid's processes, kube-proxy in network
+# namespaces, pods, metrics. Waiting, expecting and process tracking are
+# harness.sh's.
 # shellcheck shell=bash
-
-# fail MESSAGE: stop the scenario.
-fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
+# shellcheck source-path=SCRIPTDIR source=harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
 
 # start_proxy NODE PORT: a sitegrid-proxy for NODE on 127.0.0.1:PORT with
 # kube-proxy's credentials; waits until it serves every cached kind.
@@ -10,19 +12,10 @@ start_proxy() {
     local node=$1 port=$2
     "$SITEGRID_PROXY_BIN" --kubeconfig "$SITEGRID_E2E_KUBE_PROXY_KUBECONFIG" --hostname "$node" \
         --bind-address "127.0.0.1:$port" --log-level info >"$SITEGRID_E2E_LOGS/proxy-$node.log" 2>&1 &
-    echo $! >>"$SITEGRID_E2E_LOGS/pids"
+    track $!
     local path
     for path in /api/v1/services /api/v1/endpoints /apis/discovery.k8s.io/v1beta1/endpointslices /api/v1/nodes; do
-        eventually 30 curl -sf -o /dev/null "http://127.0.0.1:$port$path?limit=1" || fail "proxy for $node does not serve $path"
-    done
-}
-
-# eventually SECONDS CMD...: retry CMD every 0.2 s until it succeeds or time is up.
-eventually() {
-    local deadline=$((SECONDS + $1)); shift
-    until "$@" >/dev/null 2>&1; do
-        ((SECONDS < deadline)) || return 1
-        sleep 0.2
+        retry 30 curl -sf -o /dev/null "http://127.0.0.1:$port$path?limit=1" || fail "proxy for $node does not serve $path"
     done
 }
 
@@ -43,37 +36,23 @@ o=json.load(sys.stdin)
 print(" ".join(sorted(a["ip"] for s in o.get("subsets") or [] for a in s.get("addresses") or [])))'
 }
 
-# expect WHAT ACTUAL EXPECTED
-expect() { [[ $2 == "$3" ]] || fail "$1: got '$2', want '$3'"; }
-
-# eventually_expect SECONDS WHAT EXPECTED CMD...: retry CMD until it prints EXPECTED; fail with the last output.
-eventually_expect() {
-    local seconds=$1 what=$2 want=$3 got
-    shift 3
-    local deadline=$((SECONDS + seconds))
-    while :; do
-        got=$("$@" 2>/dev/null) || got="(failed: $*)"
-        [[ $got == "$want" ]] && return 0
-        ((SECONDS < deadline)) || fail "$what: got '$got', want '$want' after ${seconds}s"
-        sleep 0.2
-    done
-}
-
 # --- pods: this suite plays kubelet ---------------------------------------------
 
-# add_ready_pod NAME NODE IP: a pod labelled appGrid=echo bound to NODE, Running and Ready at IP (as sample.sh does).
+# add_ready_pod NAME NODE IP [LABELS]: a pod bound to NODE, Running and Ready at IP (as
+# sample.sh makes them); LABELS (YAML flow map) default to {appGrid: echo}, the
+# servicegrid-demo-svc pods'.
 add_ready_pod() {
-    local name=$1 node=$2 ip=$3 now host_ip
+    local name=$1 node=$2 ip=$3 labels=${4:-"{appGrid: echo}"} now host_ip
     now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
     host_ip=$(kubectl get node "$node" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
     kubectl apply -f - >/dev/null <<POD
 apiVersion: v1
 kind: Pod
-metadata: {name: $name, namespace: default, labels: {appGrid: echo}}
+metadata: {name: $name, namespace: default, labels: $labels}
 spec:
   nodeName: $node
   automountServiceAccountToken: false
-  containers: [{name: echo, image: "superedge/echoserver:2.2", ports: [{containerPort: 8080}]}]
+  containers: [{name: main, image: "superedge/echoserver:2.2", ports: [{containerPort: 8080}]}]
 POD
     kubectl patch pod "$name" --subresource=status --type=merge -p "$(pod_status "$host_ip" "$ip" True "$now")" >/dev/null
 }
@@ -87,9 +66,9 @@ set_pod_ready() {
         -p "$(pod_status "$host_ip" "$ip" "$2" "$(date -u +%Y-%m-%dT%H:%M:%SZ)")" >/dev/null
 }
 
-# pod_status HOST_IP POD_IP READY TIME: the status a kubelet writes for a running pod.
+# pod_status HOST_IP POD_IP READY TIME [IMAGE]: the status a kubelet writes for a running pod.
 pod_status() {
-    local host_ip=$1 ip=$2 ready=$3 now=$4 bool=false
+    local host_ip=$1 ip=$2 ready=$3 now=$4 image=${5:-superedge/echoserver:2.2} bool=false
     [[ $ready == True ]] && bool=true
     cat <<STATUS
 {"status": {"phase": "Running", "hostIP": "$host_ip", "podIP": "$ip", "podIPs": [{"ip": "$ip"}], "startTime": "$now",
@@ -97,8 +76,8 @@ pod_status() {
     {"type": "ContainersReady", "status": "$ready", "lastTransitionTime": "$now"},
     {"type": "Ready", "status": "$ready", "lastTransitionTime": "$now"},
     {"type": "PodScheduled", "status": "True", "lastTransitionTime": "$now"}],
-  "containerStatuses": [{"name": "echo", "ready": $bool, "started": true, "restartCount": 0,
-    "image": "superedge/echoserver:2.2", "imageID": "", "state": {"running": {"startedAt": "$now"}}}]}}
+  "containerStatuses": [{"name": "main", "ready": $bool, "started": true, "restartCount": 0,
+    "image": "$image", "imageID": "", "state": {"running": {"startedAt": "$now"}}}]}}
 STATUS
 }
 
@@ -109,13 +88,7 @@ delete_pod() { kubectl delete pod "$1" --grace-period=0 --force --ignore-not-fou
 # Namespace sg-NODE has only `lo`, carrying 127.0.0.1 and the node's InternalIP.
 # kube-proxy there reaches a listener on the host's 127.0.0.1:PORT through a
 # unix-socket bridge (socat on each side), so its traffic stays on loopback.
-# run.sh deletes every sg-* namespace when the suite ends.
-
-# track_pid NS PID: stopped by stop_node NS, or by run.sh when the suite ends.
-track_pid() {
-    echo "$2" >>"$SITEGRID_E2E_LOGS/pids"
-    echo "$2" >>"$SITEGRID_E2E_RUN/netns/$1.pids"
-}
+# The harness's cleanup deletes every sg-* namespace when the script ends.
 
 # node_netns NODE: (re)create sg-NODE with lo up and NODE's InternalIP on it; prints the namespace.
 node_netns() {
@@ -127,7 +100,6 @@ node_netns() {
     ip -n "$ns" link set lo up
     ip -n "$ns" addr add "$ip/32" dev lo
     mkdir -p "$SITEGRID_E2E_RUN/netns"
-    : >"$SITEGRID_E2E_RUN/netns/$ns.pids"
     echo "$ns"
 }
 
@@ -135,12 +107,12 @@ node_netns() {
 netns_bridge() {
     local ns=$1 port=$2 sock=$SITEGRID_E2E_RUN/netns/$1-$2.sock
     socat "UNIX-LISTEN:$sock,fork,unlink-early" "TCP:127.0.0.1:$port" 2>>"$SITEGRID_E2E_LOGS/socat-$ns.log" &
-    track_pid "$ns" $!
-    eventually 5 test -S "$sock" || fail "bridge socket $sock"
+    track $! "$ns"
+    retry 5 test -S "$sock" || fail "bridge socket $sock"
     ip netns exec "$ns" socat "TCP-LISTEN:$port,bind=127.0.0.1,fork,reuseaddr" "UNIX-CONNECT:$sock" \
         2>>"$SITEGRID_E2E_LOGS/socat-$ns.log" &
-    track_pid "$ns" $!
-    eventually 5 ip netns exec "$ns" bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" || fail "bridge $ns:$port"
+    track $! "$ns"
+    retry 5 ip netns exec "$ns" bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" || fail "bridge $ns:$port"
 }
 
 # start_kube_proxy NODE PORT GATES [KUBECONFIG]: kube-proxy 1.20 in iptables mode for NODE in a fresh sg-NODE,
@@ -171,9 +143,9 @@ KC
         --conntrack-max-per-core=0 --conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0 \
         --healthz-bind-address=127.0.0.1:10256 --metrics-bind-address=127.0.0.1:10249 \
         >>"$log" 2>&1 &
-    track_pid "$ns" $!
+    track $! "$ns"
     # The first sync writes the rules of default/kubernetes.
-    eventually 30 dnat_synced "$ns" || fail "kube-proxy for $node wrote no rules (see $log)"
+    retry 30 dnat_synced "$ns" || fail "kube-proxy for $node wrote no rules (see $log)"
 }
 
 dnat_synced() { ip netns exec "$1" iptables-save -t nat | grep -q -- '-A KUBE-SERVICES .*default/kubernetes'; }
@@ -196,30 +168,8 @@ dnat_targets() {
 
 # stop_node NODE: stop what start_kube_proxy started for NODE (kube-proxy first) and delete sg-NODE.
 stop_node() {
-    local ns=sg-$1 pid
-    [[ -f $SITEGRID_E2E_RUN/netns/$ns.pids ]] || return 0
-    for pid in $(tac "$SITEGRID_E2E_RUN/netns/$ns.pids"); do
-        stop_pid "$pid"
-        sed -i "/^$pid\$/d" "$SITEGRID_E2E_LOGS/pids"
-    done
-    rm -f "$SITEGRID_E2E_RUN/netns/$ns.pids"
-    ip netns delete "$ns" 2>/dev/null || true
-}
-
-# stop_pid PID: TERM, then KILL after 5 s.
-stop_pid() {
-    kill "$1" 2>/dev/null || return 0
-    local deadline=$((SECONDS + 5))
-    while pid_running "$1" && ((SECONDS < deadline)); do sleep 0.1; done
-    kill -KILL "$1" 2>/dev/null || true
-    wait "$1" 2>/dev/null || true
-}
-
-# pid_running PID: exists and is not a zombie (our own children stay zombies until waited for).
-pid_running() {
-    local state
-    state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-    [[ -n $state && $state != Z ]]
+    stop_group "sg-$1"
+    ip netns delete "sg-$1" 2>/dev/null || true
 }
 
 # proxy_metric PORT SERIES: the value of sitegrid_proxy_SERIES on the proxy at PORT (0 if absent),
@@ -244,9 +194,9 @@ start_controller() {
     "$SITEGRID_CONTROLLER_BIN" --kubeconfig "$SITEGRID_E2E_RUN/sitegrid-controller.kubeconfig" \
         --bind-address "127.0.0.1:$port" --leader-elect-identity "$name" "$@" \
         >"$SITEGRID_E2E_LOGS/controller-$name.log" 2>&1 &
-    echo $! >>"$SITEGRID_E2E_LOGS/pids"
+    track $!
     eval "CONTROLLER_PID_${name//-/_}=$!"
-    eventually 30 curl -sf "http://127.0.0.1:$port/healthz" || fail "controller $name does not answer /healthz"
+    retry 30 curl -sf "http://127.0.0.1:$port/healthz" || fail "controller $name does not answer /healthz"
 }
 
 # controller_metric PORT SERIES: the value of sitegrid_controller_SERIES at PORT (0 if absent);
