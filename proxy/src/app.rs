@@ -151,20 +151,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
     };
     let ops_here = match opts.metrics_bind_address {
         Some(addr) => {
-            let listener = serve::bind(addr).await?;
-            info!(address = %listener.local_addr()?, "operator endpoints listening");
-            let respond = move |req: Request<Incoming>| {
-                let ops = ops.clone();
-                async move { Ok::<_, std::convert::Infallible>(ops.respond(req).await) }
-            };
-            let stop = shutdown.clone();
-            tasks.spawn(serve::serve(
-                listener,
-                respond,
-                Transport::Plain,
-                stop,
-                Duration::ZERO,
-            ));
+            tasks.spawn(serve_ops(serve::bind(addr).await?, ops, shutdown.clone())?);
             None
         }
         None => Some(ops),
@@ -181,15 +168,10 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         // Open watches end first when shutdown starts, so their clients reconnect elsewhere or later.
         closing: shutdown.clone(),
     });
-    let transport = match tls {
-        // The certificate in force when a connection arrives (it is reloaded on change).
-        Some(tls) => Transport::Tls(Arc::new(move || tls.acceptor())),
-        None => Transport::Plain,
-    };
     let server = tokio::spawn(serve::serve(
         listener,
         move |req| dispatch(&gateway, req),
-        transport,
+        transport(tls),
         shutdown.clone(),
         opts.grace,
     ));
@@ -200,6 +182,35 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         server,
         tasks,
     })
+}
+
+/// The operator endpoints on a port of their own (`--metrics-bind-address`).
+fn serve_ops(
+    listener: tokio::net::TcpListener,
+    ops: Ops,
+    shutdown: CancellationToken,
+) -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    info!(address = %listener.local_addr()?, "operator endpoints listening");
+    let respond = move |req: Request<Incoming>| {
+        let ops = ops.clone();
+        async move { Ok::<_, std::convert::Infallible>(ops.respond(req).await) }
+    };
+    Ok(serve::serve(
+        listener,
+        respond,
+        Transport::Plain,
+        shutdown,
+        Duration::ZERO,
+    ))
+}
+
+/// Plain HTTP, or TLS with the certificate in force when a connection
+/// arrives (it is reloaded on change).
+fn transport(tls: Option<Arc<ReloadingTls>>) -> Transport {
+    match tls {
+        Some(tls) => Transport::Tls(Arc::new(move || tls.acceptor())),
+        None => Transport::Plain,
+    }
 }
 
 /// Hands one request to the stack.

@@ -27,48 +27,8 @@ pub struct Page {
 
 /// Computes a list page.
 pub async fn list(cache: &Cache, req: &CachedRequest, list: &ListRequest) -> Result<Page, Status> {
-    let store = cache.store(req.served.kind);
     let prefix = req.key_prefix();
-    // Which snapshot, at which version, starting after which key.
-    let (objects, list_rv, start) = match &list.from {
-        ListFrom::Continue(token) => {
-            let start = format!("{prefix}{}", token.start);
-            if token.rv < 0 {
-                // A token from a 410: continue on the current state (inconsistent, as the apiserver warns).
-                let (objects, rv) = store.snapshot(&prefix);
-                (objects, rv, start)
-            } else {
-                let rv = token.rv as u64;
-                match store.snapshot_at(rv, &prefix) {
-                    Ok(objects) => (objects, rv, start),
-                    Err(_) => return Err(expired_continue(&token.start)),
-                }
-            }
-        }
-        ListFrom::NotOlderThan(rv) | ListFrom::Exact(rv) => {
-            let rv = *rv;
-            if rv > cache.current_rv() && !cache.wait_for_rv(rv, RV_WAIT).await {
-                return Err(Status::too_large_resource_version(rv, store.last_rv()));
-            }
-            if matches!(list.from, ListFrom::Exact(_)) {
-                match store.snapshot_at(rv, &prefix) {
-                    Ok(objects) => (objects, rv, String::new()),
-                    Err(_) => {
-                        return Err(Status::expired(
-                            "The resourceVersion for the provided list is too old.",
-                        ))
-                    }
-                }
-            } else {
-                let (objects, rv) = store.snapshot(&prefix);
-                (objects, rv, String::new())
-            }
-        }
-        ListFrom::Latest => {
-            let (objects, rv) = store.snapshot(&prefix);
-            (objects, rv, String::new())
-        }
-    };
+    let (objects, list_rv, start) = snapshot(cache, req, &list.from, &prefix).await?;
     let filter = &list.filter;
     let mut matching = objects
         .into_iter()
@@ -76,30 +36,74 @@ pub async fn list(cache: &Cache, req: &CachedRequest, list: &ListRequest) -> Res
         .filter(|v| filter.matches(v));
     let mut meta = Map::new();
     meta.insert("resourceVersion".into(), json!(list_rv.to_string()));
-    let items: Vec<Arc<View>> = if list.limit == 0 {
-        matching.collect()
-    } else {
-        let page: Vec<Arc<View>> = matching.by_ref().take(list.limit).collect();
-        let remaining = matching.count();
-        if remaining > 0 {
-            if let Some(last) = page.last() {
-                let relative = &last.key[prefix.len()..];
-                let token = ContinueToken {
-                    rv: list_rv as i64,
-                    start: next_start(relative),
-                };
-                meta.insert("continue".into(), json!(token.encode()));
-                if filter.selects_everything() {
-                    meta.insert("remainingItemCount".into(), json!(remaining));
-                }
-            }
+    if list.limit == 0 {
+        return Ok(Page {
+            items: matching.collect(),
+            meta: Value::Object(meta),
+        });
+    }
+    let items: Vec<Arc<View>> = matching.by_ref().take(list.limit).collect();
+    let remaining = matching.count();
+    if let (true, Some(last)) = (remaining > 0, items.last()) {
+        let token = ContinueToken {
+            rv: list_rv as i64,
+            start: next_start(&last.key[prefix.len()..]),
+        };
+        meta.insert("continue".into(), json!(token.encode()));
+        if filter.selects_everything() {
+            meta.insert("remainingItemCount".into(), json!(remaining));
         }
-        page
-    };
+    }
     Ok(Page {
         items,
         meta: Value::Object(meta),
     })
+}
+
+/// Which objects a list reads, at which version, starting at which key
+/// (`""`: from the first): the newest state, the state at a version, or the
+/// snapshot an earlier page was read at.
+async fn snapshot(
+    cache: &Cache,
+    req: &CachedRequest,
+    from: &ListFrom,
+    prefix: &str,
+) -> Result<(Vec<Arc<View>>, u64, String), Status> {
+    let store = cache.store(req.served.kind);
+    match from {
+        ListFrom::Continue(token) if token.rv < 0 => {
+            // A token from a 410: continue on the current state (inconsistent, as the apiserver warns).
+            let (objects, rv) = store.snapshot(prefix);
+            Ok((objects, rv, format!("{prefix}{}", token.start)))
+        }
+        ListFrom::Continue(token) => {
+            let rv = token.rv as u64;
+            match store.snapshot_at(rv, prefix) {
+                Ok(objects) => Ok((objects, rv, format!("{prefix}{}", token.start))),
+                Err(_) => Err(expired_continue(&token.start)),
+            }
+        }
+        ListFrom::NotOlderThan(rv) | ListFrom::Exact(rv) => {
+            let rv = *rv;
+            if rv > cache.current_rv() && !cache.wait_for_rv(rv, RV_WAIT).await {
+                return Err(Status::too_large_resource_version(rv, store.last_rv()));
+            }
+            if !matches!(from, ListFrom::Exact(_)) {
+                let (objects, rv) = store.snapshot(prefix);
+                return Ok((objects, rv, String::new()));
+            }
+            match store.snapshot_at(rv, prefix) {
+                Ok(objects) => Ok((objects, rv, String::new())),
+                Err(_) => Err(Status::expired(
+                    "The resourceVersion for the provided list is too old.",
+                )),
+            }
+        }
+        ListFrom::Latest => {
+            let (objects, rv) = store.snapshot(prefix);
+            Ok((objects, rv, String::new()))
+        }
+    }
 }
 
 /// 410 for a continue token whose snapshot is gone, with a fresh token that

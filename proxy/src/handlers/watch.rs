@@ -110,6 +110,9 @@ struct Watcher {
 /// The client went away: stop.
 struct Gone;
 
+/// The live events of a resource, after a watch caught up.
+type Live = tokio::sync::broadcast::Receiver<std::sync::Arc<Event>>;
+
 impl Watcher {
     async fn run(mut self, settings: WatchSettings) {
         // Either way the stream is over; dropping `tx` ends the response body.
@@ -117,23 +120,30 @@ impl Watcher {
     }
 
     async fn stream(&mut self, settings: WatchSettings) -> Result<(), Gone> {
-        let deadline = self.deadline;
+        match self.catch_up().await? {
+            Some(live) => self.follow(live, settings).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Sends where the watch starts: the current objects (and the end of the
+    /// initial events), or the logged events after the requested version;
+    /// returns the live stream that continues without gap or overlap. `None`
+    /// when the version is older than the log (the 410 ERROR was sent).
+    async fn catch_up(&mut self) -> Result<Option<Live>, Gone> {
         let start = self.options.start;
-        let cache = self.cache.clone();
-        let kind = self.req.served.kind;
-        let store = cache.store(kind);
         let from = match start {
             Start::After(rv) => Some(rv),
             Start::Initial { .. } => None,
         };
-        let mut sub = match store.subscribe(from) {
+        let mut sub = match self.cache.store(self.req.served.kind).subscribe(from) {
             Ok(sub) => sub,
             Err(too_old) => {
-                let requested = from.unwrap_or(0);
-                let status = Status::too_old_resource_version(requested, too_old.compacted_rv);
-                return self
-                    .send(watch_frame_value("ERROR", &status.to_value()))
-                    .await;
+                let status =
+                    Status::too_old_resource_version(from.unwrap_or(0), too_old.compacted_rv);
+                self.send(watch_frame_value("ERROR", &status.to_value()))
+                    .await?;
+                return Ok(None);
             }
         };
         self.last_rv = from.unwrap_or(sub.rv);
@@ -150,11 +160,19 @@ impl Watcher {
         for event in std::mem::take(&mut sub.replay) {
             self.deliver(&event).await?;
         }
-        let bookmarks = self.options.bookmarks;
+        Ok(Some(sub.live))
+    }
+
+    /// Live events, bookmarks, the timeout and shutdown, until one ends the stream.
+    async fn follow(&mut self, mut live: Live, settings: WatchSettings) -> Result<(), Gone> {
+        let (deadline, bookmarks) = (self.deadline, self.options.bookmarks);
+        let cache = self.cache.clone();
+        let kind = self.req.served.kind;
+        let store = cache.store(kind);
         let mut next_bookmark = Instant::now() + settings.bookmark_interval;
         loop {
             tokio::select! {
-                received = sub.live.recv() => match received {
+                received = live.recv() => match received {
                     Ok(event) => self.deliver(&event).await?,
                     Err(RecvError::Lagged(n)) => {
                         cache.metrics().watcher_lagged(kind);
