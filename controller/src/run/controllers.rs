@@ -1,0 +1,224 @@
+//! The controllers themselves: a metadata-only reflector of nodes whose label
+//! fingerprint re-reconciles every grid when sites change, and one
+//! kube-runtime `Controller` per grid kind.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::{future, Stream, StreamExt};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, Resource};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::Options;
+use crate::health::Health;
+use crate::metrics::KindCensus;
+use crate::reconcile::{self, Context};
+use crate::render::GRID_SELECTOR_LABEL;
+use crate::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
+
+type NodeMeta = PartialObjectMeta<Node>;
+type NodeEvent = Result<watcher::Event<NodeMeta>, watcher::Error>;
+
+/// Reflects nodes, then runs the three controllers until `stop`.
+pub(super) async fn run_controllers(
+    client: Client,
+    options: &Options,
+    ops: Arc<Health>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let stop = future::FutureExt::shared(Box::pin(stop));
+    let (nodes, node_events) = node_reflector(client.clone());
+    let (node_task, site_rx) = watch_sites(nodes.clone(), node_events);
+    ops.set_not_ready("waiting for the node cache");
+    tokio::select! {
+        ready = nodes.wait_until_ready() => if ready.is_err() {
+            node_task.abort();
+            return;
+        },
+        () = stop.clone() => {
+            node_task.abort();
+            return;
+        }
+    }
+    ops.set_ready();
+    tracing::info!(
+        nodes = nodes.state().len(),
+        "node cache synced; reconciling"
+    );
+
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        nodes,
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: reconcile::FIELD_MANAGER.into(),
+                instance: options.election.as_ref().map(|e| e.identity.clone()),
+            },
+        ),
+        metrics: ops.metrics.clone(),
+        resync: options.resync,
+        reconciled: Mutex::new(HashMap::new()),
+    });
+    let config = controller::Config::default().concurrency(options.concurrency);
+    let owned = || watcher::Config::default().labels(GRID_SELECTOR_LABEL);
+    let sites_changed = || site_changes(site_rx.clone());
+
+    let deployments = Controller::new(
+        Api::<DeploymentGrid>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .with_config(config.clone())
+    .owns(Api::<Deployment>::all(client.clone()), owned())
+    .reconcile_all_on(sites_changed())
+    .graceful_shutdown_on(stop.clone());
+    let statefulsets = Controller::new(
+        Api::<StatefulSetGrid>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .with_config(config.clone())
+    .owns(Api::<StatefulSet>::all(client.clone()), owned())
+    .reconcile_all_on(sites_changed())
+    .graceful_shutdown_on(stop.clone());
+    let services = Controller::new(
+        Api::<ServiceGrid>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .with_config(config)
+    .owns(Api::<Service>::all(client.clone()), owned())
+    .graceful_shutdown_on(stop.clone());
+
+    let stores = (deployments.store(), statefulsets.store(), services.store());
+    let census_ctx = ctx.clone();
+    ops.metrics.set_census(move || {
+        vec![
+            census(&census_ctx, &stores.0, "Deployment"),
+            census(&census_ctx, &stores.1, "StatefulSet"),
+            census(&census_ctx, &stores.2, "Service"),
+        ]
+    });
+
+    future::join3(
+        drain(deployments.run(
+            reconcile::reconcile_workload,
+            reconcile::error_policy,
+            ctx.clone(),
+        )),
+        drain(statefulsets.run(
+            reconcile::reconcile_workload,
+            reconcile::error_policy,
+            ctx.clone(),
+        )),
+        drain(services.run(
+            reconcile::reconcile_service,
+            reconcile::error_policy,
+            ctx.clone(),
+        )),
+    )
+    .await;
+    node_task.abort();
+    tracing::info!("controllers stopped");
+}
+
+/// Feeds the node reflector and publishes the nodes' label fingerprint each
+/// time it changes (relabels, nodes added or removed; not heartbeats).
+fn watch_sites(
+    nodes: Store<NodeMeta>,
+    node_events: impl Stream<Item = NodeEvent> + Send + 'static,
+) -> (JoinHandle<()>, watch::Receiver<u64>) {
+    let (site_tx, site_rx) = watch::channel(0u64);
+    let task = tokio::spawn(async move {
+        let mut events = std::pin::pin!(node_events);
+        let mut last = None;
+        while let Some(event) = events.next().await {
+            if let Err(err) = event {
+                tracing::warn!(%err, "node watch");
+                continue;
+            }
+            let state = nodes.state();
+            let fingerprint = crate::sites::label_fingerprint(state.iter().map(|n| {
+                (
+                    n.metadata.name.as_deref().unwrap_or_default(),
+                    n.metadata.labels.as_ref(),
+                )
+            }));
+            if last != Some(fingerprint) {
+                last = Some(fingerprint);
+                // Nobody listening is fine: the controllers have stopped.
+                let _ = site_tx.send(fingerprint);
+            }
+        }
+    });
+    (task, site_rx)
+}
+
+/// A metadata-only reflector of all nodes: sites come from labels only.
+fn node_reflector(client: Client) -> (Store<NodeMeta>, impl Stream<Item = NodeEvent>) {
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher(
+            Api::<PartialObjectMeta<Node>>::all(client),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+    );
+    (reader, stream)
+}
+
+/// One `()` per change of the nodes' label fingerprint: re-reconcile every grid.
+fn site_changes(rx: watch::Receiver<u64>) -> impl Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold(rx, |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    })
+}
+
+/// What the gauges of one grid kind are made of, read at scrape time.
+fn census<K: Resource<DynamicType = ()> + Clone>(
+    ctx: &Context,
+    store: &Store<K>,
+    child_kind: &'static str,
+) -> KindCensus {
+    let reconciled = ctx.reconciled.lock();
+    let grids = store
+        .state()
+        .iter()
+        .map(|grid| {
+            let key = Context::grid_key(&**grid);
+            let done = reconciled.get(&key) == grid.meta().resource_version.as_ref();
+            (key, done)
+        })
+        .collect();
+    KindCensus {
+        kind: K::kind(&()).into_owned(),
+        child_kind,
+        grids,
+    }
+}
+
+async fn drain<S, T, E>(results: S)
+where
+    S: Stream<Item = Result<T, E>>,
+    E: std::fmt::Display,
+{
+    results
+        .for_each(|result| {
+            if let Err(err) = result {
+                // Reconcile errors are logged by the error policy; these are the
+                // controller's own (watch failures, missing objects).
+                tracing::debug!(%err, "controller");
+            }
+            future::ready(())
+        })
+        .await;
+}

@@ -1,0 +1,160 @@
+//! Running the controller: leader election, the node reflector, one
+//! kube-runtime `Controller` per grid kind, and graceful shutdown.
+
+mod controllers;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
+use tokio_util::sync::CancellationToken;
+
+use crate::health::Health;
+use crate::reconcile;
+use controllers::run_controllers;
+
+/// How the controller runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Reconcile every grid this often when nothing triggers it.
+    pub resync: Duration,
+    /// Grids reconciled at once, per kind.
+    pub concurrency: u16,
+    /// Leader election, or `None` to run unconditionally.
+    pub election: Option<Election>,
+}
+
+/// Leader-election settings.
+#[derive(Clone, Debug)]
+pub struct Election {
+    /// Lease namespace.
+    pub namespace: String,
+    /// Lease name.
+    pub name: String,
+    /// This replica's identity.
+    pub identity: String,
+    /// Lease duration.
+    pub lease_duration: Duration,
+    /// Renew this long before expiry.
+    pub renew_margin: Duration,
+}
+
+/// How a run ended.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The leader lease cannot be used (yet): retried, and shown on `/readyz`.
+    #[error("leader election ({namespace}/{name}): {source}")]
+    Election {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        name: String,
+        /// Why.
+        source: kube_lease_manager::LeaseManagerError,
+    },
+    /// Another replica took the lease while this one led; it stops so that
+    /// only one replica ever reconciles.
+    #[error("lost the leader lease {0}; exiting so the new leader works alone")]
+    LostLease(String),
+}
+
+/// Runs until `shutdown` resolves (then returns `Ok`), or the lease is lost.
+pub async fn run(
+    client: Client,
+    options: Options,
+    ops: Arc<Health>,
+    shutdown: CancellationToken,
+) -> Result<(), RunError> {
+    let stopped = || shutdown.clone().cancelled_owned();
+
+    let Some(election) = options.election.clone() else {
+        ops.metrics.set_leader(true);
+        run_controllers(client, &options, ops, stopped()).await;
+        return Ok(());
+    };
+
+    let lease_name = format!("{}/{}", election.namespace, election.name);
+    let to_error = |source| RunError::Election {
+        namespace: election.namespace.clone(),
+        name: election.name.clone(),
+        source,
+    };
+    let secs = |d: Duration| d.as_secs().max(1);
+    // The API server may not answer yet (or RBAC may not allow the Lease):
+    // keep trying, alive but not ready, rather than exit.
+    let mut stop = std::pin::pin!(stopped());
+    let mut delay = Duration::from_secs(1);
+    let manager = loop {
+        let built = LeaseManagerBuilder::new(client.clone(), &election.name)
+            .with_namespace(&election.namespace)
+            .with_parameters(
+                LeaseParams::new(
+                    &election.identity,
+                    secs(election.lease_duration),
+                    secs(election.renew_margin),
+                )
+                .with_field_manager(format!("{}-lease", reconcile::FIELD_MANAGER)),
+            )
+            .build();
+        let err = tokio::select! {
+            built = built => match built {
+                Ok(manager) => break manager,
+                Err(err) => to_error(err),
+            },
+            () = &mut stop => return Ok(()),
+        };
+        tracing::warn!(%err, retry_in = ?delay, "cannot use the leader lease yet");
+        ops.set_not_ready(&err.to_string());
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = &mut stop => return Ok(()),
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    };
+    let (mut leading, lease_task) = manager.watch().await;
+    // A standby replica is healthy and ready: it is doing what it should.
+    ops.set_ready();
+    tracing::info!(lease = %lease_name, identity = %election.identity, "waiting for the leader lease");
+
+    loop {
+        if *leading.borrow_and_update() {
+            break;
+        }
+        tokio::select! {
+            changed = leading.changed() => if changed.is_err() {
+                return Err(RunError::LostLease(lease_name));
+            },
+            () = &mut stop => {
+                drop(leading);
+                let _ = lease_task.await;
+                return Ok(());
+            }
+        }
+    }
+    tracing::info!(lease = %lease_name, identity = %election.identity, "became the leader");
+    ops.metrics.set_leader(true);
+
+    let mut watch_lease = leading.clone();
+    let lost = async move {
+        loop {
+            if watch_lease.changed().await.is_err() || !*watch_lease.borrow_and_update() {
+                return;
+            }
+        }
+    };
+    let outcome = tokio::select! {
+        () = run_controllers(client, &options, ops.clone(), stopped()) => Ok(()),
+        () = lost => Err(RunError::LostLease(lease_name)),
+    };
+    ops.metrics.set_leader(false);
+    // Dropping the receivers makes the lease task release the lease, so a
+    // standby takes over at once rather than after the lease expires.
+    drop(leading);
+    match lease_task.await {
+        Ok(Ok(_)) => tracing::info!("released the leader lease"),
+        Ok(Err(err)) => tracing::warn!(%err, "releasing the leader lease"),
+        Err(err) => tracing::warn!(%err, "lease task"),
+    }
+    outcome
+}
