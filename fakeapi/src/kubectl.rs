@@ -53,6 +53,20 @@ pub struct Printed {
     pub stderr: String,
 }
 
+impl Printed {
+    /// The standard output of a run of `args` that must have succeeded.
+    fn stdout_of_success(self, args: &[&str]) -> String {
+        assert!(
+            self.success,
+            "kubectl {} failed: {}\n{}",
+            args.join(" "),
+            self.stderr,
+            self.stdout
+        );
+        self.stdout
+    }
+}
+
 impl Kubectl {
     /// kubectl for `server` (`http://127.0.0.1:…` or `https://…`).
     pub fn new(server: impl Into<String>) -> Kubectl {
@@ -130,15 +144,7 @@ impl Kubectl {
 
     /// Runs `kubectl <args>`, which must succeed; returns its standard output.
     pub fn ok(&self, args: &[&str]) -> String {
-        let printed = self.run(args);
-        assert!(
-            printed.success,
-            "kubectl {} failed: {}\n{}",
-            args.join(" "),
-            printed.stderr,
-            printed.stdout
-        );
-        printed.stdout
+        self.run(args).stdout_of_success(args)
     }
 
     /// [`Kubectl::run_with_stdin`] off the async runtime's threads (kubectl
@@ -158,14 +164,6 @@ impl Kubectl {
 
     /// [`Kubectl::ok`] off the async runtime's threads.
     pub async fn ok_async(&self, args: &[&str]) -> String {
-        let printed = self.run_async(args, "").await;
-        assert!(
-            printed.success,
-            "kubectl {} failed: {}\n{}",
-            args.join(" "),
-            printed.stderr,
-            printed.stdout
-        );
-        printed.stdout
+        self.run_async(args, "").await.stdout_of_success(args)
     }
 }

@@ -11,6 +11,7 @@ mod host;
 mod kubeconfig;
 mod log;
 pub mod ops;
+pub mod response;
 pub mod serve;
 mod shutdown;
 

@@ -18,6 +18,8 @@ use http_body_util::Full;
 use prometheus_client::registry::Registry;
 use sitegrid_apimachinery::Status;
 
+use crate::response::{status, text};
+
 /// The content type of the `/metrics` exposition, as prometheus-client documents it.
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -119,42 +121,6 @@ impl Operator {
         }
         out
     }
-}
-
-/// A plain-text response nobody in between caches or sniffs.
-fn text(code: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(body.into()));
-    *resp.status_mut() = code;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache, private"),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    resp
-}
-
-/// A `Status` as JSON with its HTTP code.
-fn status(s: &Status) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(Bytes::from(s.to_json())));
-    *resp.status_mut() = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache, private"),
-    );
-    resp
 }
 
 #[cfg(test)]

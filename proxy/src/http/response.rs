@@ -3,7 +3,7 @@
 use std::convert::Infallible;
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Response, StatusCode};
+use http::{Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
 use super::{Body, BoxError};
@@ -24,18 +24,10 @@ pub fn json_body(code: StatusCode, body: Body) -> Response<Body> {
     typed(code, "application/json", body)
 }
 
-/// A response with `Content-Type: content_type` and, as the apiserver sends
-/// on everything it serves, `Cache-Control: no-cache, private`.
+/// A response with `Content-Type: content_type` and the apiserver's
+/// `Cache-Control` (the runtime's, over the proxy's body type).
 pub fn typed(code: StatusCode, content_type: &'static str, body: Body) -> Response<Body> {
-    let mut resp = Response::new(body);
-    *resp.status_mut() = code;
-    let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache, private"),
-    );
-    resp
+    sitegrid_runtime::response::typed(code, content_type, body)
 }
 
 /// The runtime's operator responses (`Full` bodies) in the proxy's body type.
@@ -45,13 +37,7 @@ pub fn boxed(resp: Response<Full<Bytes>>) -> Response<Body> {
 
 /// A `Status` error response with its HTTP code (and `Retry-After` when it carries one).
 pub fn status(s: &Status) -> Response<Body> {
-    let code = StatusCode::from_u16(s.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut resp = json(code, s.to_json());
-    if let Some(secs) = s.details.as_ref().and_then(|d| d.retry_after_seconds) {
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-    }
-    resp
+    boxed(sitegrid_runtime::response::status(s))
 }
 
 /// A `Status` for a request whose `Accept` could not be negotiated: kube-apiserver

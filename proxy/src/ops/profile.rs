@@ -9,12 +9,12 @@ use std::{
 };
 
 use flate2::{write::GzEncoder, Compression};
-use http::{header, HeaderValue, Response};
+use http::{header, HeaderValue, Response, StatusCode};
 use pprof::protos::Message;
 use sitegrid_apimachinery::Status;
 
 use crate::http::{
-    response::{full, status},
+    response::{full, status, typed},
     Body,
 };
 
@@ -80,12 +80,8 @@ pub async fn cpu(query: Option<&str>) -> Response<Body> {
     };
     match cpu_profile(Duration::from_secs(seconds)).await {
         Ok(gz) => {
-            let mut resp = Response::new(full(gz));
+            let mut resp = typed(StatusCode::OK, "application/octet-stream", full(gz));
             let h = resp.headers_mut();
-            h.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            );
             h.insert(
                 header::CONTENT_DISPOSITION,
                 HeaderValue::from_static("attachment; filename=\"profile\""),
