@@ -15,5 +15,6 @@ pub mod negotiate;
 pub mod selector;
 pub mod status;
 pub mod table;
+pub mod watch;
 
 pub use status::Status;

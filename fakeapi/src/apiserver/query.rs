@@ -1,7 +1,7 @@
 //! Query parameters of list, watch and get requests, validated the way
 //! kube-apiserver validates them.
 
-use sitegrid_apimachinery::status::{StatusCause, StatusDetails};
+use sitegrid_apimachinery::status::StatusCause;
 use sitegrid_apimachinery::Status;
 
 /// Decoded `key=value` pairs of a raw query (`application/x-www-form-urlencoded`).
@@ -127,33 +127,17 @@ impl ListOptions {
     }
 }
 
-/// `422 Invalid` on `ListOptions.meta.k8s.io`.
+/// `422 Invalid` on `ListOptions.meta.k8s.io`, each cause `FieldValueForbidden`.
 pub(crate) fn list_options_invalid(causes: Vec<(&str, &str)>) -> Status {
-    let what: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
-    let list = if what.len() == 1 {
-        what[0].clone()
-    } else {
-        format!("[{}]", what.join(", "))
-    };
-    let mut s = Status::failure(
-        422,
-        Some("Invalid"),
-        format!("ListOptions.meta.k8s.io \"\" is invalid: {list}"),
-    );
-    s.details = Some(StatusDetails {
-        group: "meta.k8s.io".into(),
-        kind: "ListOptions".into(),
-        causes: causes
-            .iter()
-            .map(|(f, m)| StatusCause {
-                reason: "FieldValueForbidden".into(),
-                message: (*m).into(),
-                field: (*f).into(),
-            })
-            .collect(),
-        ..Default::default()
-    });
-    s
+    let causes = causes
+        .into_iter()
+        .map(|(field, message)| StatusCause {
+            reason: "FieldValueForbidden".into(),
+            message: message.into(),
+            field: field.into(),
+        })
+        .collect();
+    Status::invalid("ListOptions", "meta.k8s.io", "", causes)
 }
 
 #[cfg(test)]

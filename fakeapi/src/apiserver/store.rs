@@ -2,6 +2,7 @@
 //! per type, and a bounded log of watch events used for watch resumption and
 //! for consistent list pages at an older resourceVersion.
 
+pub(crate) use sitegrid_apimachinery::watch::EventType;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -18,28 +19,6 @@ use super::resource::{ResourceType, Resources};
 /// client then re-watches from its last resourceVersion, like after any drop).
 /// Writers never wait for watchers.
 const WATCH_BUFFER: usize = 2048;
-
-/// What happened to an object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum EventType {
-    /// The object was created.
-    Added,
-    /// The object was replaced or patched.
-    Modified,
-    /// The object was deleted.
-    Deleted,
-}
-
-impl EventType {
-    /// The watch frame `type`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
-}
 
 /// One write, as kept in the history and sent to watchers.
 #[derive(Debug)]

@@ -3,34 +3,13 @@
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+pub use sitegrid_apimachinery::watch::EventType;
 
 use super::{
     encode::watch_frame,
     kind::{ApiVersion, Served},
     View,
 };
-
-/// What happened to the object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// The object appeared.
-    Added,
-    /// The object changed.
-    Modified,
-    /// The object is gone; the event carries its last state.
-    Deleted,
-}
-
-impl EventType {
-    /// The watch frame's `type`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
-}
 
 /// One committed change, shared by every watcher through an `Arc`.
 #[derive(Debug)]
