@@ -14,6 +14,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::duration::{human_duration_signed, parse_rfc3339};
+use crate::selector::go_quote;
 
 mod endpoints;
 mod endpointslice;
@@ -49,32 +50,6 @@ impl IncludeObject {
             )),
         }
     }
-}
-
-/// Go's `%q` (`strconv.Quote`), as field errors print a bad string value.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{b}' => out.push_str("\\v"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// `metav1.ObjectMeta{}.SwaggerDoc()["name"]`.

@@ -33,6 +33,7 @@ mod table;
 mod watch;
 mod write;
 
+pub(crate) use object::uuid_from;
 pub use serve::ServerHandle;
 
 use resource::Resources;

@@ -218,8 +218,11 @@ pub(crate) fn random_u64() -> u64 {
 
 /// A version-4-shaped UUID string.
 pub(crate) fn new_uid() -> String {
-    let a = random_u64();
-    let b = random_u64();
+    uuid_from(random_u64(), random_u64())
+}
+
+/// A version-4-shaped UUID string made of `a` and `b`'s bits.
+pub(crate) fn uuid_from(a: u64, b: u64) -> String {
     format!(
         "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
         a >> 32,

@@ -11,15 +11,7 @@ pub(crate) fn uid_for(seed: &str) -> String {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         })
     };
-    let (a, b) = (hash(0), hash(0x9e37_79b9));
-    format!(
-        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0x0fff,
-        0x8000 | ((b >> 48) & 0x3fff),
-        b & 0xffff_ffff_ffff
-    )
+    crate::apiserver::uuid_from(hash(0), hash(0x9e37_79b9))
 }
 
 /// Five lower-case characters derived from `seed`, for generated names.
