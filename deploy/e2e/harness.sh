@@ -91,7 +91,9 @@ stop_group() {
 # fresh control plane on loopback (cluster.sh) with the two-site sample
 # (sample.sh), its environment exported, and everything stopped and removed
 # when the calling script exits (logs kept in $SITEGRID_E2E_LOGS, printed on
-# failure). Never next to another cluster: they share ports.
+# failure). Another run on this machine waits for this one to end (they
+# share ports), and builds wait for any other cargo build holding
+# /tmp/sitegrid-cargo.lock.
 harness_up() {
     local profile=debug sample=1 build=(--locked) p
     while [[ ${1:-} == --* ]]; do
@@ -102,11 +104,15 @@ harness_up() {
         esac
         shift
     done
+    # One cluster at a time on this machine (fixed ports): wait for any other run to end.
+    exec {E2E_LOCK_FD}>/tmp/sitegrid-e2e.lock
+    flock "$E2E_LOCK_FD"
     export SITEGRID_E2E_LOGS=${SITEGRID_E2E_LOGS:-/tmp/sitegrid-${E2E_NAME:-e2e}-logs}
     rm -rf "$SITEGRID_E2E_LOGS" && mkdir -p "$SITEGRID_E2E_LOGS"
     "$E2E_DIR/install.sh"
     for p in "$@"; do build+=(-p "$p"); done
-    (cd "$E2E_ROOT" && cargo build "${build[@]}")
+    # One cargo build at a time on this machine (2 cores; see the README).
+    (cd "$E2E_ROOT" && flock /tmp/sitegrid-cargo.lock cargo build "${build[@]}")
     export SITEGRID_E2E_ROOT=$E2E_ROOT
     export SITEGRID_PROXY_BIN=$E2E_ROOT/target/$profile/sitegrid-proxy
     export SITEGRID_CONTROLLER_BIN=$E2E_ROOT/target/$profile/sitegrid-controller
