@@ -1,13 +1,17 @@
 //! Content negotiation: which representation of a cached resource a client's
-//! `Accept` header asks for, as kube-apiserver's negotiation picks it for the
-//! JSON serializer (the first usable media range wins; `q=0` ranges, media
-//! types it cannot produce and unknown `as=` conversions are passed over).
+//! `Accept` header asks for, as kube-apiserver's negotiation picks it: the
+//! media ranges ordered by quality, then specific types before wildcards
+//! (goautoneg), and the first one that can be produced wins; `q=0` ranges,
+//! media types that cannot be produced (YAML, CBOR) and unknown `as=`
+//! conversions are passed over. `*/*` means JSON, the server's first type.
 
 /// The representation of a response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// Plain JSON objects and lists.
     Json,
+    /// Kubernetes protobuf (`application/vnd.kubernetes.protobuf`).
+    Protobuf,
     /// A server-side `Table` (`meta.k8s.io/<version>`), as `kubectl get` asks.
     Table {
         /// `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`.
@@ -15,47 +19,104 @@ pub enum Format {
     },
 }
 
-/// Picks the first media range in `Accept` that can be produced: JSON (also
-/// for `*/*` and `application/*`) or a Table. Protobuf is not produced, so a
-/// client offering protobuf and JSON (kube-proxy's default) gets JSON.
+/// Picks the best media range in `Accept` that can be produced: JSON (also
+/// for `*/*` and `application/*`), protobuf, or a Table (JSON only).
 /// `None` when nothing offered is producible (kube-apiserver's 406).
 pub fn negotiate(accept: Option<&str>) -> Option<Format> {
+    best(accept, |r| r.format())
+}
+
+/// The representation of an error `Status` for this `Accept`: JSON or
+/// protobuf, passing over `as=` ranges (a Status is not a Table). `None` when
+/// no range fits: kube-apiserver then writes indented JSON.
+pub fn negotiate_status(accept: Option<&str>) -> Option<Format> {
+    best(accept, |r| r.as_.is_none().then(|| r.format()).flatten())
+}
+
+/// The first range, in goautoneg's order, for which `pick` gives a format.
+fn best(accept: Option<&str>, pick: impl Fn(&Range<'_>) -> Option<Format>) -> Option<Format> {
     let accept = accept.map(str::trim).filter(|a| !a.is_empty());
     let Some(accept) = accept else {
         return Some(Format::Json);
     };
-    accept.split(',').find_map(media_range)
+    let mut ranges: Vec<Range<'_>> = accept.split(',').filter_map(Range::parse).collect();
+    // goautoneg's order: quality first, then specific types before wildcards
+    // (a stable sort keeps the client's order among equals).
+    ranges.sort_by(|a, b| {
+        b.q.total_cmp(&a.q)
+            .then_with(|| a.wildcard_type().cmp(&b.wildcard_type()))
+            .then_with(|| a.wildcard_subtype().cmp(&b.wildcard_subtype()))
+    });
+    ranges.iter().find_map(pick)
 }
 
-/// What one media range (`application/json;as=Table;v=v1;g=meta.k8s.io`) asks
-/// for, if it can be produced.
-fn media_range(range: &str) -> Option<Format> {
-    let mut parts = range.split(';').map(str::trim);
-    let media = parts.next().unwrap_or("").to_ascii_lowercase();
-    if !matches!(media.as_str(), "application/json" | "*/*" | "application/*") {
-        return None;
-    }
-    let (mut as_, mut group, mut version) = (None, None, None);
-    for p in parts {
-        let (k, v) = p.split_once('=').unwrap_or((p, ""));
-        let v = v.trim();
-        match k.trim() {
-            "as" => as_ = Some(v),
-            "g" => group = Some(v),
-            "v" => version = Some(v),
-            "q" if v.parse::<f32>().is_ok_and(|q| q <= 0.0) => return None,
-            _ => {}
+/// One media range of an `Accept` header.
+struct Range<'a> {
+    media: String,
+    q: f32,
+    as_: Option<&'a str>,
+    group: Option<&'a str>,
+    version: Option<&'a str>,
+}
+
+impl<'a> Range<'a> {
+    /// Parses `type/subtype;param=value...`; `None` when refused (`q=0`) or malformed.
+    fn parse(range: &'a str) -> Option<Range<'a>> {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("").to_ascii_lowercase();
+        if !media.contains('/') {
+            return None;
         }
+        let mut r = Range {
+            media,
+            q: 1.0,
+            as_: None,
+            group: None,
+            version: None,
+        };
+        for p in parts {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            let v = v.trim();
+            match k.trim() {
+                "as" => r.as_ = Some(v),
+                "g" => r.group = Some(v),
+                "v" => r.version = Some(v),
+                "q" => r.q = v.parse::<f32>().unwrap_or(1.0),
+                _ => {}
+            }
+        }
+        (r.q > 0.0).then_some(r)
     }
-    match (as_, group, version) {
-        (None, _, _) => Some(Format::Json),
-        (Some("Table"), Some("meta.k8s.io"), Some("v1")) => Some(Format::Table {
-            api_version: "meta.k8s.io/v1",
-        }),
-        (Some("Table"), Some("meta.k8s.io"), Some("v1beta1")) => Some(Format::Table {
-            api_version: "meta.k8s.io/v1beta1",
-        }),
-        _ => None,
+
+    fn wildcard_type(&self) -> bool {
+        self.media.starts_with("*/")
+    }
+
+    fn wildcard_subtype(&self) -> bool {
+        self.media.ends_with("/*")
+    }
+
+    /// What this range asks for, if it can be produced.
+    fn format(&self) -> Option<Format> {
+        let protobuf = match self.media.as_str() {
+            "application/json" | "*/*" | "application/*" => false,
+            "application/vnd.kubernetes.protobuf" => true,
+            _ => return None,
+        };
+        match (self.as_, self.group, self.version) {
+            (None, _, _) if protobuf => Some(Format::Protobuf),
+            (None, _, _) => Some(Format::Json),
+            // Tables are served as JSON only.
+            (Some("Table"), Some("meta.k8s.io"), Some("v1")) if !protobuf => Some(Format::Table {
+                api_version: "meta.k8s.io/v1",
+            }),
+            (Some("Table"), Some("meta.k8s.io"), Some("v1beta1")) if !protobuf => {
+                Some(Format::Table {
+                    api_version: "meta.k8s.io/v1beta1",
+                })
+            }
+            _ => None,
+        }
     }
 }
 
@@ -105,10 +166,21 @@ mod tests {
     }
 
     #[test]
-    fn kube_proxy_protobuf_preference_gets_json() {
+    fn kube_proxy_gets_protobuf_and_json_clients_json() {
         for accept in [
             "application/vnd.kubernetes.protobuf, */*",
             "application/vnd.kubernetes.protobuf,application/json",
+            "application/vnd.kubernetes.protobuf",
+            "application/json;q=0.5, application/vnd.kubernetes.protobuf",
+        ] {
+            assert_eq!(negotiate(Some(accept)), Some(Format::Protobuf), "{accept}");
+        }
+        for accept in [
+            "application/json, */*",
+            "*/*",
+            "application/json,application/vnd.kubernetes.protobuf",
+            "application/vnd.kubernetes.protobuf;q=0.5, application/json",
+            "*/*, application/vnd.kubernetes.protobuf;q=0.9",
         ] {
             assert_eq!(negotiate(Some(accept)), Some(Format::Json), "{accept}");
         }
@@ -117,8 +189,27 @@ mod tests {
     }
 
     #[test]
-    fn protobuf_only_or_unknown_as_is_not_acceptable() {
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf")), None);
+    fn specific_types_come_before_wildcards_of_the_same_quality() {
+        assert_eq!(
+            negotiate(Some("*/*, application/vnd.kubernetes.protobuf")),
+            Some(Format::Protobuf)
+        );
+        assert_eq!(
+            negotiate(Some("application/*;q=0.8, text/html")),
+            Some(Format::Json)
+        );
+    }
+
+    #[test]
+    fn unproducible_types_and_unknown_as_are_not_acceptable() {
+        assert_eq!(negotiate(Some("application/yaml")), None);
+        assert_eq!(
+            negotiate(Some(
+                "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io"
+            )),
+            None,
+            "Tables are JSON only"
+        );
         assert_eq!(
             negotiate(Some("application/json;as=Bogus;g=meta.k8s.io;v=v1")),
             None
@@ -127,5 +218,20 @@ mod tests {
             negotiate(Some("application/json;as=Table;v=v2;g=meta.k8s.io")),
             None
         );
+    }
+
+    #[test]
+    fn errors_take_the_best_plain_range() {
+        assert_eq!(negotiate_status(Some(KUBECTL)), Some(Format::Json));
+        assert_eq!(
+            negotiate_status(Some("application/vnd.kubernetes.protobuf, */*")),
+            Some(Format::Protobuf)
+        );
+        assert_eq!(
+            negotiate_status(Some("application/json;as=Table;v=v1;g=meta.k8s.io")),
+            None,
+            "a Table-only client gets the indented fallback"
+        );
+        assert_eq!(negotiate_status(None), Some(Format::Json));
     }
 }

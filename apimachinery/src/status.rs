@@ -75,6 +75,30 @@ pub struct StatusCause {
     pub field: String,
 }
 
+impl StatusCause {
+    /// `FieldValueForbidden` on `field`, worded as Go's `field.Forbidden`.
+    pub fn forbidden(field: &str, message: &str) -> Self {
+        StatusCause {
+            reason: "FieldValueForbidden".into(),
+            message: format!("Forbidden: {message}"),
+            field: field.into(),
+        }
+    }
+
+    /// `FieldValueNotSupported` on `field`, worded as Go's `field.NotSupported`.
+    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+        let supported: Vec<String> = supported.iter().map(|v| format!("\"{v}\"")).collect();
+        StatusCause {
+            reason: "FieldValueNotSupported".into(),
+            message: format!(
+                "Unsupported value: \"{value}\": supported values: {}",
+                supported.join(", ")
+            ),
+            field: field.into(),
+        }
+    }
+}
+
 impl Status {
     /// A failure with the given code, reason and message and no details.
     pub fn failure(code: u16, reason: Option<&str>, message: impl Into<String>) -> Self {

@@ -22,6 +22,7 @@ use crate::Status;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as pb_meta;
 use k8s_pb::apimachinery::pkg::runtime as pb_runtime;
 
+pub use k8s_pb::apimachinery::pkg::apis::meta::v1::ListMeta;
 pub use meta::list_meta;
 
 /// The protobuf media type.

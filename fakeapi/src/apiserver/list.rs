@@ -100,7 +100,10 @@ enum Expiry {
 
 fn plan(opts: &ListOptions, current: u64) -> Result<Plan, Status> {
     if !opts.continue_token.is_empty() {
-        match (opts.resource_version.is_empty(), opts.resource_version_match.is_empty()) {
+        match (
+            opts.resource_version.is_empty(),
+            opts.resource_version_match.is_empty(),
+        ) {
             (true, true) => {}
             (false, true) => {
                 return Err(Status::bad_request(
@@ -111,9 +114,12 @@ fn plan(opts: &ListOptions, current: u64) -> Result<Plan, Status> {
                 return Err(list_options_invalid(vec![
                     (
                         "resourceVersionMatch",
-                        "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
                     ),
-                    ("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden when continue is provided"),
+                    (
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ),
                 ]))
             }
         }

@@ -105,7 +105,7 @@ impl ListOptions {
             if !self.resource_version_match.is_empty() {
                 return Err(list_options_invalid(vec![(
                     "resourceVersionMatch",
-                    "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
                 )]));
             }
             return Ok(ReadAt::Latest);
@@ -131,11 +131,7 @@ impl ListOptions {
 pub(crate) fn list_options_invalid(causes: Vec<(&str, &str)>) -> Status {
     let causes = causes
         .into_iter()
-        .map(|(field, message)| StatusCause {
-            reason: "FieldValueForbidden".into(),
-            message: message.into(),
-            field: field.into(),
-        })
+        .map(|(field, message)| StatusCause::forbidden(field, message))
         .collect();
     Status::invalid("ListOptions", "meta.k8s.io", "", causes)
 }

@@ -1,12 +1,15 @@
-//! A change to a resource's served state, encoded once per API version.
+//! A change to a resource's served state, its watch frame encoded once per
+//! wire format and API version.
 
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 pub use sitegrid_apimachinery::watch::EventType;
 
+use sitegrid_apimachinery::protobuf::EncodeError;
+
 use super::{
-    encode::watch_frame,
+    encode::{json, proto, Wire},
     kind::{ApiVersion, Served},
     View,
 };
@@ -23,8 +26,8 @@ pub struct Event {
     /// The state before (None for ADDED): for selector transitions and
     /// reconstructing older snapshots.
     pub prev: Option<Arc<View>>,
-    /// The watch frame per served version, encoded on first use.
-    frames: [OnceLock<Bytes>; 2],
+    /// The watch frame per wire format and served version, encoded on first use.
+    frames: [[OnceLock<Bytes>; 2]; 2],
 }
 
 impl Event {
@@ -40,21 +43,31 @@ impl Event {
             event_type,
             object,
             prev,
-            frames: [OnceLock::new(), OnceLock::new()],
+            frames: Default::default(),
         }
     }
 
-    /// The JSON watch frame for `served` (the store keeps objects in
+    /// The watch frame for `served` in `wire` (the store keeps objects in
     /// `native`), encoded once and shared by every watcher.
-    pub fn frame(&self, served: Served, native: ApiVersion) -> Bytes {
-        self.frames[served.version.index()]
-            .get_or_init(|| {
-                watch_frame(
-                    self.event_type.as_str(),
-                    served,
-                    self.object.body(served.version, native),
-                )
-            })
-            .clone()
+    pub fn frame(
+        &self,
+        served: Served,
+        native: ApiVersion,
+        wire: Wire,
+    ) -> Result<Bytes, EncodeError> {
+        let slot = &self.frames[wire as usize][served.version.index()];
+        if let Some(frame) = slot.get() {
+            return Ok(frame.clone());
+        }
+        let event_type = self.event_type.as_str();
+        let frame = match wire {
+            Wire::Json => {
+                json::watch_frame(event_type, served, self.object.body(served.version, native))
+            }
+            Wire::Protobuf => {
+                proto::watch_frame(event_type, served, self.object.message(served, native)?)
+            }
+        };
+        Ok(slot.get_or_init(|| frame).clone())
     }
 }

@@ -8,6 +8,7 @@ use std::{
 
 use kube::core::ApiResource;
 use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
+use sitegrid_apimachinery::protobuf;
 
 /// A cached resource. EndpointSlices are one resource served in two API
 /// versions (`discovery.k8s.io/v1` and `v1beta1`) from the same store.
@@ -184,6 +185,29 @@ impl Served {
             ("", _) => "v1",
             (_, ApiVersion::V1) => "discovery.k8s.io/v1",
             (_, ApiVersion::V1beta1) => "discovery.k8s.io/v1beta1",
+        }
+    }
+
+    /// The list kind (`ServiceList`).
+    pub fn list_kind(self) -> &'static str {
+        match self.kind {
+            ResourceKind::Services => "ServiceList",
+            ResourceKind::Endpoints => "EndpointsList",
+            ResourceKind::EndpointSlices => "EndpointSliceList",
+            ResourceKind::Nodes => "NodeList",
+        }
+    }
+
+    /// The protobuf message this resource is written as.
+    pub fn message(self) -> protobuf::Kind {
+        match (self.kind, self.version) {
+            (ResourceKind::Services, _) => protobuf::Kind::Service,
+            (ResourceKind::Endpoints, _) => protobuf::Kind::Endpoints,
+            (ResourceKind::Nodes, _) => protobuf::Kind::Node,
+            (ResourceKind::EndpointSlices, ApiVersion::V1) => protobuf::Kind::EndpointSliceV1,
+            (ResourceKind::EndpointSlices, ApiVersion::V1beta1) => {
+                protobuf::Kind::EndpointSliceV1beta1
+            }
         }
     }
 

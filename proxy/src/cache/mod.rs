@@ -25,7 +25,7 @@ use std::{
 
 use tokio::sync::watch;
 
-pub use encode::{list_body, watch_frame, watch_frame_value, Encoded};
+pub use encode::{json, proto, Encoded, Wire};
 pub use event::{Event, EventType};
 pub use kind::{ApiVersion, PerKind, ResourceKind, Served};
 pub use metrics::CacheMetrics;
@@ -145,9 +145,23 @@ impl Cache {
         view.body(served.version, self.native(served.kind))
     }
 
-    /// `event`'s watch frame as `served` asks for it, encoded once and shared.
-    pub fn frame(&self, event: &Event, served: Served) -> bytes::Bytes {
-        event.frame(served, self.native(served.kind))
+    /// `view`'s protobuf message as `served` asks for it, encoded once and shared.
+    pub fn message<'v>(
+        &self,
+        view: &'v View,
+        served: Served,
+    ) -> Result<&'v bytes::Bytes, sitegrid_apimachinery::protobuf::EncodeError> {
+        view.message(served, self.native(served.kind))
+    }
+
+    /// `event`'s watch frame as `served` asks for it in `wire`, encoded once and shared.
+    pub fn frame(
+        &self,
+        event: &Event,
+        served: Served,
+        wire: Wire,
+    ) -> Result<bytes::Bytes, sitegrid_apimachinery::protobuf::EncodeError> {
+        event.frame(served, self.native(served.kind), wire)
     }
 
     /// The open watches.

@@ -2,12 +2,16 @@
 
 use std::sync::OnceLock;
 
+use bytes::Bytes;
 use serde_json::{Map, Value};
-use sitegrid_apimachinery::endpointslice;
+use sitegrid_apimachinery::{
+    endpointslice,
+    protobuf::{self, EncodeError},
+};
 
 use super::{
     encode::{encode_body, Encoded},
-    kind::ApiVersion,
+    kind::{ApiVersion, Served},
 };
 use crate::upstream::object_key;
 
@@ -30,6 +34,8 @@ pub struct View {
     body: Encoded,
     /// The body in the other EndpointSlice version, converted on first use.
     other: OnceLock<Encoded>,
+    /// The protobuf message per served API version, encoded on first use.
+    protobuf: [OnceLock<Bytes>; 2],
 }
 
 impl View {
@@ -56,6 +62,7 @@ impl View {
             rv,
             body: encode_body(obj, rv),
             other: OnceLock::new(),
+            protobuf: Default::default(),
         }
     }
 
@@ -70,6 +77,7 @@ impl View {
             rv,
             body: self.body.with_rv(rv),
             other: OnceLock::new(),
+            protobuf: Default::default(),
         }
     }
 
@@ -96,6 +104,19 @@ impl View {
                 _ => self.body.clone(),
             }
         })
+    }
+
+    /// The protobuf message of this state as `served` (its JSON body in
+    /// `native`'s terms converted once, then shared by every client).
+    pub fn message(&self, served: Served, native: ApiVersion) -> Result<&Bytes, EncodeError> {
+        let slot = &self.protobuf[served.version.index()];
+        if let Some(bytes) = slot.get() {
+            return Ok(bytes);
+        }
+        let body = self.body(served.version, native).bytes();
+        let encoded = Bytes::from(protobuf::message(served.message(), body)?);
+        // A racing encoder may have won: both encodings are equal.
+        Ok(slot.get_or_init(|| encoded))
     }
 
     /// A field for field selectors, as kube-apiserver exposes it.

@@ -19,7 +19,7 @@ use crate::{
         CachedRequest, Filter, Format, ListFrom, ListRequest, RvMatch, Start, Verb, Versioning,
         WatchRequest,
     },
-    http::response::pretty_user_agent,
+    http::response::{pretty_user_agent, StatusEncoding},
     ops,
 };
 
@@ -41,9 +41,8 @@ pub enum Route {
 pub struct Rejection {
     /// The answer.
     pub status: Status,
-    /// Whether it is written as indented JSON (the answer to an `Accept` that
-    /// could not be negotiated, as kube-apiserver writes it).
-    pub indented: bool,
+    /// How it is written, as negotiated from `Accept`.
+    pub encoding: StatusEncoding,
 }
 
 /// A request for the API server.
@@ -126,18 +125,25 @@ fn cached_target(api: &ApiPath<'_>) -> Option<Target> {
 
 /// The fully parsed request, or the Status kube-apiserver would answer.
 fn cached(target: Target, raw_query: &str, parts: &Parts) -> Result<CachedRequest, Rejection> {
-    let rejected = |status| Rejection {
-        status,
-        indented: false,
-    };
-    let q = Query::parse(raw_query).map_err(rejected)?;
     let accept = parts
         .headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
+    // Errors are negotiated first: a protobuf client's 400 is protobuf too.
+    let errors = match negotiate::negotiate_status(accept) {
+        Some(negotiate::Format::Protobuf) => StatusEncoding::Protobuf,
+        Some(_) => StatusEncoding::Json,
+        None => StatusEncoding::Fallback,
+    };
+    let rejected = |status| Rejection {
+        status,
+        encoding: errors,
+    };
+    let q = Query::parse(raw_query).map_err(rejected)?;
     let format =
         match negotiate(accept) {
             Some(negotiate::Format::Json) => Format::Json,
+            Some(negotiate::Format::Protobuf) => Format::Protobuf,
             Some(negotiate::Format::Table { api_version }) => Format::Table {
                 api_version,
                 include: IncludeObject::parse(q.include_object.as_deref())
@@ -147,7 +153,7 @@ fn cached(target: Target, raw_query: &str, parts: &Parts) -> Result<CachedReques
                 status: Status::not_acceptable(
                     "the server was unable to respond with a content type that the client supports",
                 ),
-                indented: true,
+                encoding: StatusEncoding::Fallback,
             }),
         };
     let ua = parts
@@ -162,45 +168,38 @@ fn cached(target: Target, raw_query: &str, parts: &Parts) -> Result<CachedReques
     } = target;
     let verb = match (name, legacy_watch || q.watch) {
         // A watch on a single-object path is a watch filtered to that name.
-        (name, true) => Verb::Watch(watch(served.kind, namespace.clone(), name, &q)?),
+        (name, true) => {
+            Verb::Watch(watch(served.kind, namespace.clone(), name, &q).map_err(rejected)?)
+        }
         (Some(name), false) => Verb::Get { name },
-        (None, false) => Verb::List(list(served.kind, namespace.clone(), &q)?),
+        (None, false) => Verb::List(list(served.kind, namespace.clone(), &q).map_err(rejected)?),
     };
     Ok(CachedRequest {
         served,
         namespace,
         format,
+        errors,
         pretty: q.pretty || pretty_user_agent(ua),
         verb,
     })
 }
 
-fn list(
-    kind: ResourceKind,
-    namespace: Option<String>,
-    q: &Query,
-) -> Result<ListRequest, Rejection> {
-    let rejected = |status| Rejection {
-        status,
-        indented: false,
-    };
-    let filter =
-        Filter::parse(kind, namespace, &q.label_selector, &q.field_selector).map_err(rejected)?;
+fn list(kind: ResourceKind, namespace: Option<String>, q: &Query) -> Result<ListRequest, Status> {
+    let filter = Filter::parse(kind, namespace, &q.label_selector, &q.field_selector)?;
     let versioning = Versioning::parse(
         &q.resource_version,
         &q.resource_version_match,
         q.continue_token.is_some(),
-    )
-    .map_err(rejected)?;
+        q.send_initial_events.is_some(),
+    )?;
     let from = match (&q.continue_token, versioning.rv, versioning.rv_match) {
         (Some(_), Some(_), _) => {
-            return Err(rejected(Status::bad_request(
+            return Err(Status::bad_request(
                 "specifying resource version is not allowed when using continue",
-            )))
+            ))
         }
         (Some(token), None, _) => ListFrom::Continue(
-            ContinueToken::decode(token)
-                .map_err(|e| rejected(Status::bad_request(e.to_string())))?,
+            ContinueToken::decode(token).map_err(|e| Status::bad_request(e.to_string()))?,
         ),
         (None, None, _) => ListFrom::Latest,
         (None, Some(rv), RvMatch::NotOlderThan) => ListFrom::NotOlderThan(rv),
@@ -219,65 +218,70 @@ fn watch(
     namespace: Option<String>,
     name: Option<String>,
     q: &Query,
-) -> Result<WatchRequest, Rejection> {
-    let rejected = |status| Rejection {
-        status,
-        indented: false,
-    };
+) -> Result<WatchRequest, Status> {
     let field = match &name {
         Some(n) if q.field_selector.is_empty() => format!("metadata.name={n}"),
         Some(n) => format!("{},metadata.name={n}", q.field_selector),
         None => q.field_selector.clone(),
     };
-    let filter = Filter::parse(kind, namespace, &q.label_selector, &field).map_err(rejected)?;
-    let start = start_of(q).map_err(rejected)?;
+    let filter = Filter::parse(kind, namespace, &q.label_selector, &field)?;
     Ok(WatchRequest {
         filter,
-        start,
+        start: start_of(q)?,
         bookmarks: q.allow_watch_bookmarks,
         timeout: q.timeout_seconds.map(std::time::Duration::from_secs),
     })
 }
 
-/// Where a watch starts, validated as kube-apiserver validates
-/// `sendInitialEvents`, `resourceVersionMatch` and `allowWatchBookmarks`.
+/// Where a watch starts, defaulted and validated as kube-apiserver 1.34+
+/// does with WatchList on (`SetListOptionsDefaults`, `validateWatchOptions`).
 fn start_of(q: &Query) -> Result<Start, Status> {
-    let versioning = Versioning::parse(&q.resource_version, "", false)?;
-    let forbidden = |field: &str, msg: &str| StatusCause {
-        reason: "FieldValueForbidden".into(),
-        message: format!("Forbidden: {msg}"),
-        field: field.into(),
+    let rv = Versioning::parse(&q.resource_version, "", false, false)?.rv;
+    let legacy = matches!(q.resource_version.as_str(), "" | "0");
+    // A watch from "any" version without sendInitialEvents is a WatchList.
+    let (send_initial, rv_match) = match (q.send_initial_events, q.resource_version_match.as_str())
+    {
+        (None, "") if legacy => (Some(true), "NotOlderThan"),
+        other => other,
     };
-    let cause = match (q.send_initial_events, q.resource_version_match.as_str()) {
-        (Some(true), "NotOlderThan") if q.allow_watch_bookmarks => None,
-        (Some(true), "NotOlderThan") => Some(forbidden(
-            "allowWatchBookmarks",
-            "allowWatchBookmarks has to be enabled when sendInitialEvents is requested",
-        )),
-        (Some(_), _) => Some(forbidden(
-            "sendInitialEvents",
-            "sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
-        )),
-        (None, "") => None,
-        (None, _) => Some(forbidden(
-            "resourceVersionMatch",
-            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-        )),
-    };
-    if let Some(cause) = cause {
-        return Err(Status::invalid(
-            "ListOptions",
-            "meta.k8s.io",
-            "",
-            vec![cause],
+    let field = "resourceVersionMatch";
+    let forbidden = |msg: &str| StatusCause::forbidden(field, msg);
+    let mut causes = Vec::new();
+    if send_initial.is_some() && rv_match != "NotOlderThan" {
+        causes.push(forbidden(
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
         ));
     }
-    Ok(match (q.send_initial_events, versioning.rv) {
-        (Some(true), _) => Start::Initial { end_bookmark: true },
-        (_, Some(rv)) => Start::After(rv),
-        (_, None) => Start::Initial {
-            end_bookmark: false,
+    if !rv_match.is_empty() {
+        if send_initial.is_none() {
+            causes.push(forbidden(
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if rv_match != "NotOlderThan" {
+            causes.push(StatusCause::not_supported(
+                field,
+                rv_match,
+                &["NotOlderThan"],
+            ));
+        }
+        if q.continue_token.is_some() {
+            causes.push(forbidden(
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+    }
+    if !causes.is_empty() {
+        return Err(Status::invalid("ListOptions", "meta.k8s.io", "", causes));
+    }
+    Ok(match (send_initial, rv) {
+        (Some(true), not_older_than) => Start::Initial {
+            not_older_than,
+            // The end of the initial events is a bookmark: only for clients that take bookmarks.
+            end_bookmark: q.allow_watch_bookmarks,
         },
+        (_, Some(rv)) => Start::After(rv),
+        (_, None) => Start::Now,
     })
 }
 

@@ -68,13 +68,11 @@ impl Service<Request<Body>> for Steer {
                 };
                 Box::pin(branch.oneshot(cached))
             }
-            Route::Rejected(rejection) => Box::pin(async move {
-                Ok(if rejection.indented {
-                    response::status_fallback(&rejection.status)
-                } else {
-                    response::status(&rejection.status)
-                })
-            }),
+            Route::Rejected(rejection) => {
+                Box::pin(
+                    async move { Ok(response::status_as(&rejection.status, rejection.encoding)) },
+                )
+            }
             Route::Ops(endpoint) => match self.ops.clone() {
                 Some(ops) => Box::pin(async move {
                     let uri = req.uri().clone();

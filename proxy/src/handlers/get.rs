@@ -8,10 +8,14 @@ use super::{
     request::{CachedRequest, Format},
     table,
 };
-use crate::{cache::Cache, upstream::object_key};
+use crate::{
+    cache::{proto, Cache},
+    upstream::object_key,
+};
 
 /// The object body, or 404 as kube-apiserver words it.
 pub fn get(cache: &Cache, req: &CachedRequest, name: &str) -> Result<Bytes, Status> {
+    let served = req.served;
     let kind = req.served.kind;
     let key = object_key(req.namespace.as_deref(), name);
     let Some(view) = cache.store(kind).get(&key) else {
@@ -20,11 +24,15 @@ pub fn get(cache: &Cache, req: &CachedRequest, name: &str) -> Result<Bytes, Stat
     Ok(match req.format {
         Format::Json => {
             let mut out = BytesMut::new();
-            cache
-                .body(&view, req.served)
-                .write_full(req.served, &mut out);
+            cache.body(&view, served).write_full(served, &mut out);
             out.extend_from_slice(b"\n");
             out.freeze()
+        }
+        Format::Protobuf => {
+            let message = cache
+                .message(&view, served)
+                .map_err(|e| Status::internal_error(e.to_string()))?;
+            proto::object(served, message)
         }
         Format::Table {
             api_version,

@@ -2,17 +2,18 @@
 
 use std::{sync::Arc, time::Duration};
 
+use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use sitegrid_apimachinery::{
     continue_token::{next_start, ContinueToken},
-    Status,
+    protobuf, Status,
 };
 
 use super::{
     request::{CachedRequest, Format, ListFrom, ListRequest},
     table,
 };
-use crate::cache::{list_body, Cache, View};
+use crate::cache::{json as json_wire, Cache, View};
 
 /// How long a list for a not-yet-reached resourceVersion waits (as kube-apiserver's cache does).
 pub const RV_WAIT: Duration = Duration::from_secs(3);
@@ -21,8 +22,43 @@ pub const RV_WAIT: Duration = Duration::from_secs(3);
 pub struct Page {
     /// The matching objects of this page, in key order.
     pub items: Vec<Arc<View>>,
-    /// `metadata` of the list (resourceVersion, continue, remainingItemCount).
-    pub meta: Value,
+    /// The list's `metadata`.
+    pub meta: PageMeta,
+}
+
+/// A list's `metadata`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageMeta {
+    /// The version the list was read at.
+    pub rv: u64,
+    /// The token for the next page, if there is one.
+    pub continue_token: Option<String>,
+    /// How many items the following pages hold (unfiltered lists only).
+    pub remaining: Option<u64>,
+}
+
+impl PageMeta {
+    /// As JSON, in kube-apiserver's field order.
+    pub fn to_json(&self) -> Value {
+        let mut meta = Map::new();
+        meta.insert("resourceVersion".into(), json!(self.rv.to_string()));
+        if let Some(token) = &self.continue_token {
+            meta.insert("continue".into(), json!(token));
+        }
+        if let Some(n) = self.remaining {
+            meta.insert("remainingItemCount".into(), json!(n));
+        }
+        Value::Object(meta)
+    }
+
+    /// As protobuf (`selfLink` and `continue` written even when empty, as Go does).
+    fn to_protobuf(&self) -> protobuf::ListMeta {
+        protobuf::list_meta(
+            &self.rv.to_string(),
+            self.continue_token.as_deref().unwrap_or(""),
+            self.remaining.map(|n| n as i64),
+        )
+    }
 }
 
 /// Computes a list page.
@@ -34,12 +70,14 @@ pub async fn list(cache: &Cache, req: &CachedRequest, list: &ListRequest) -> Res
         .into_iter()
         .filter(|v| start.is_empty() || v.key.as_str() >= start.as_str())
         .filter(|v| filter.matches(v));
-    let mut meta = Map::new();
-    meta.insert("resourceVersion".into(), json!(list_rv.to_string()));
+    let mut meta = PageMeta {
+        rv: list_rv,
+        ..PageMeta::default()
+    };
     if list.limit == 0 {
         return Ok(Page {
             items: matching.collect(),
-            meta: Value::Object(meta),
+            meta,
         });
     }
     let items: Vec<Arc<View>> = matching.by_ref().take(list.limit).collect();
@@ -49,15 +87,12 @@ pub async fn list(cache: &Cache, req: &CachedRequest, list: &ListRequest) -> Res
             rv: list_rv as i64,
             start: next_start(&last.key[prefix.len()..]),
         };
-        meta.insert("continue".into(), json!(token.encode()));
+        meta.continue_token = Some(token.encode());
         if filter.selects_everything() {
-            meta.insert("remainingItemCount".into(), json!(remaining));
+            meta.remaining = Some(remaining as u64);
         }
     }
-    Ok(Page {
-        items,
-        meta: Value::Object(meta),
-    })
+    Ok(Page { items, meta })
 }
 
 /// Which objects a list reads, at which version, starting at which key
@@ -123,16 +158,31 @@ fn expired_continue(start: &str) -> Status {
 }
 
 /// Renders a page in the negotiated format.
-pub fn render(cache: &Cache, req: &CachedRequest, page: &Page) -> bytes::Bytes {
-    match req.format {
+pub fn render(cache: &Cache, req: &CachedRequest, page: &Page) -> Result<Bytes, Status> {
+    let served = req.served;
+    Ok(match req.format {
         Format::Json => {
-            let bodies: Vec<&bytes::Bytes> = page
+            let bodies: Vec<&Bytes> = page
                 .items
                 .iter()
-                .map(|v| cache.body(v, req.served).bytes())
+                .map(|v| cache.body(v, served).bytes())
                 .collect();
             let size = bodies.iter().map(|b| b.len()).sum();
-            list_body(req.served, &page.meta, bodies.into_iter(), size)
+            json_wire::list_body(served, &page.meta.to_json(), bodies.into_iter(), size)
+        }
+        Format::Protobuf => {
+            let messages = page
+                .items
+                .iter()
+                .map(|v| cache.message(v, served))
+                .collect::<Result<Vec<&Bytes>, _>>()
+                .map_err(|e| Status::internal_error(e.to_string()))?;
+            protobuf::list(
+                served.api_version(),
+                served.list_kind(),
+                &page.meta.to_protobuf(),
+                messages.iter().map(|m| m.as_ref()),
+            )
         }
         Format::Table {
             api_version,
@@ -141,9 +191,9 @@ pub fn render(cache: &Cache, req: &CachedRequest, page: &Page) -> bytes::Bytes {
             cache,
             req,
             &page.items,
-            page.meta.clone(),
+            page.meta.to_json(),
             api_version,
             include,
         ),
-    }
+    })
 }

@@ -16,7 +16,7 @@ use sitegrid_apimachinery::Status;
 use tokio_util::sync::CancellationToken;
 
 pub use list::RV_WAIT;
-use request::{CachedRequest, Verb};
+use request::{CachedRequest, Format, Verb};
 pub use watch::WatchSettings;
 
 use crate::{
@@ -55,12 +55,13 @@ pub async fn handle(
         .wait_served(kind, settings.sync_wait)
         .await
     {
-        return response::status(&Status::service_unavailable(
+        let status = Status::service_unavailable(
             format!("sitegrid-proxy has not synced {kind} from the API server yet"),
             1,
-        ));
+        );
+        return response::status_as(&status, req.errors);
     }
-    let pretty = req.pretty;
+    let (format, errors, pretty) = (req.format, req.errors, req.pretty);
     let result = match &req.verb {
         Verb::Watch(options) => {
             let options = options.clone();
@@ -72,19 +73,28 @@ pub async fn handle(
                 closing.clone(),
             ))
         }
-        Verb::List(list) => list::list(cache, &req, list)
-            .await
-            .map(|page| body_response(list::render(cache, &req, &page), pretty)),
-        Verb::Get { name } => get::get(cache, &req, name).map(|b| body_response(b, pretty)),
+        Verb::List(list) => match list::list(cache, &req, list).await {
+            Ok(page) => list::render(cache, &req, &page),
+            Err(s) => Err(s),
+        }
+        .map(|body| body_response(body, format, pretty)),
+        Verb::Get { name } => {
+            get::get(cache, &req, name).map(|body| body_response(body, format, pretty))
+        }
     };
-    result.unwrap_or_else(|s| response::status(&s))
+    result.unwrap_or_else(|s| response::status_as(&s, errors))
 }
 
-fn body_response(body: bytes::Bytes, pretty: bool) -> Response<Body> {
-    let body = if pretty {
-        response::prettify(&body)
-    } else {
-        body
+/// A whole answer in `format` (JSON indented when asked to).
+fn body_response(body: bytes::Bytes, format: Format, pretty: bool) -> Response<Body> {
+    let body = match format {
+        Format::Protobuf => body,
+        _ if pretty => response::prettify(&body),
+        _ => body,
     };
-    response::json(StatusCode::OK, body)
+    response::typed(
+        StatusCode::OK,
+        format.content_type(false),
+        response::full(body),
+    )
 }

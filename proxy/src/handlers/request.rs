@@ -5,13 +5,17 @@ use std::time::Duration;
 
 use sitegrid_apimachinery::{
     continue_token::ContinueToken,
+    protobuf,
     selector::{FieldSelector, LabelSelector, UnknownFieldWording},
     status::StatusCause,
     table::IncludeObject,
     Status,
 };
 
-use crate::cache::{ResourceKind, Served, View};
+use crate::{
+    cache::{ResourceKind, Served, View, Wire},
+    http::response::StatusEncoding,
+};
 
 /// What a handler is asked for.
 #[derive(Debug, Clone)]
@@ -22,6 +26,8 @@ pub struct CachedRequest {
     pub namespace: Option<String>,
     /// The representation negotiated from `Accept`.
     pub format: Format,
+    /// How errors are written, negotiated from `Accept` too.
+    pub errors: StatusEncoding,
     /// Indented JSON (`?pretty=true`, or curl/wget/a browser, as kube-apiserver does).
     pub pretty: bool,
     /// Get, list or watch, with their options.
@@ -52,6 +58,8 @@ impl CachedRequest {
 pub enum Format {
     /// Plain JSON objects and lists.
     Json,
+    /// Kubernetes protobuf (`application/vnd.kubernetes.protobuf`).
+    Protobuf,
     /// A server-side `Table`, as `kubectl get` asks.
     Table {
         /// `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`.
@@ -59,6 +67,25 @@ pub enum Format {
         /// What each row carries as its `object` (`includeObject`).
         include: IncludeObject,
     },
+}
+
+impl Format {
+    /// The wire format objects travel in (Tables are JSON).
+    pub fn wire(self) -> Wire {
+        match self {
+            Format::Protobuf => Wire::Protobuf,
+            Format::Json | Format::Table { .. } => Wire::Json,
+        }
+    }
+
+    /// The `Content-Type` of a response (`watch`: of a watch stream).
+    pub fn content_type(self, watch: bool) -> &'static str {
+        match (self.wire(), watch) {
+            (Wire::Json, _) => "application/json",
+            (Wire::Protobuf, false) => protobuf::MEDIA_TYPE,
+            (Wire::Protobuf, true) => protobuf::WATCH_MEDIA_TYPE,
+        }
+    }
 }
 
 /// The verb and its options.
@@ -115,14 +142,20 @@ pub struct WatchRequest {
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Start {
-    /// ADDED for every current object first; then, with `sendInitialEvents`,
-    /// a BOOKMARK marking the end of the initial events.
+    /// ADDED for every current object first (`sendInitialEvents=true`, which
+    /// a watch from "any" version defaults to); then, for a client that takes
+    /// bookmarks, a BOOKMARK marking the end of the initial events.
     Initial {
+        /// The state must be at least this new (waits for it up to a few seconds, then an ERROR).
+        not_older_than: Option<u64>,
         /// Send the `k8s.io/initial-events-end` bookmark.
         end_bookmark: bool,
     },
     /// Every event after this version.
     After(u64),
+    /// Every event from now on, without the current objects
+    /// (`sendInitialEvents=false` from "any" version).
+    Now,
 }
 
 /// Parsed label and field selectors plus the namespace scope.
@@ -208,9 +241,15 @@ pub struct Versioning {
 }
 
 impl Versioning {
-    /// Validates as kube-apiserver does: a non-numeric version is a 500, an
-    /// unknown or misplaced `resourceVersionMatch` a 422.
-    pub fn parse(raw_rv: &str, raw_match: &str, has_continue: bool) -> Result<Versioning, Status> {
+    /// Validates a list's (or a watch's) version options as kube-apiserver's
+    /// `ValidateListOptions` does: a non-numeric version is a 500, an unknown
+    /// or misplaced `resourceVersionMatch` and a list's `sendInitialEvents` a 422.
+    pub fn parse(
+        raw_rv: &str,
+        raw_match: &str,
+        has_continue: bool,
+        has_send_initial_events: bool,
+    ) -> Result<Versioning, Status> {
         let rv = match raw_rv {
             "" => None,
             s => Some(s.parse::<u64>().map_err(|_| {
@@ -219,24 +258,9 @@ impl Versioning {
                 ))
             })?),
         };
+        let field = "resourceVersionMatch";
+        let forbidden = |msg: &str| StatusCause::forbidden(field, msg);
         let mut causes = Vec::new();
-        let rv_match = match raw_match {
-            "" | "NotOlderThan" => RvMatch::NotOlderThan,
-            "Exact" => RvMatch::Exact,
-            other => {
-                causes.push(StatusCause {
-                    reason: "FieldValueNotSupported".into(),
-                    message: format!("Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\""),
-                    field: "resourceVersionMatch".into(),
-                });
-                RvMatch::NotOlderThan
-            }
-        };
-        let forbidden = |msg: &str| StatusCause {
-            reason: "FieldValueForbidden".into(),
-            message: format!("Forbidden: {msg}"),
-            field: "resourceVersionMatch".into(),
-        };
         if !raw_match.is_empty() && rv.is_none() {
             causes.push(forbidden(
                 "resourceVersionMatch is forbidden unless resourceVersion is provided",
@@ -247,9 +271,27 @@ impl Versioning {
                 "resourceVersionMatch is forbidden when continue is provided",
             ));
         }
+        let rv_match = match raw_match {
+            "" | "NotOlderThan" => RvMatch::NotOlderThan,
+            "Exact" => RvMatch::Exact,
+            other => {
+                causes.push(StatusCause::not_supported(
+                    field,
+                    other,
+                    &["Exact", "NotOlderThan", ""],
+                ));
+                RvMatch::NotOlderThan
+            }
+        };
         if rv == Some(0) && rv_match == RvMatch::Exact {
             causes.push(forbidden(
                 "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+        if has_send_initial_events {
+            causes.push(StatusCause::forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
             ));
         }
         if !causes.is_empty() {

@@ -8,7 +8,7 @@
 //! ERROR event so it lists again; it never silently misses an event and never
 //! holds up the others.
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
@@ -23,12 +23,14 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 
 use super::{
+    list::RV_WAIT,
     request::{CachedRequest, Format, Start, WatchRequest},
     table::row,
 };
 use crate::{
     cache::{
-        watch_frame, watch_frame_value, Cache, Event, EventType, View, WatcherHandle, WatcherInfo,
+        json::{watch_frame, watch_frame_value},
+        proto, Cache, Event, EventType, View, WatcherHandle, WatcherInfo, Wire,
     },
     http::{response, Body, BoxError},
 };
@@ -52,10 +54,14 @@ impl Default for WatchSettings {
 pub fn watch(
     cache: Cache,
     req: CachedRequest,
-    options: WatchRequest,
+    mut options: WatchRequest,
     settings: WatchSettings,
     closing: CancellationToken,
 ) -> Response<Body> {
+    if options.start == Start::Now {
+        // "From now" is from before the answer starts: nothing committed after it is missed.
+        options.start = Start::After(cache.store(req.served.kind).last_rv());
+    }
     let timeout = options
         .timeout
         // Without timeoutSeconds kube-apiserver picks 30 to 60 minutes.
@@ -80,6 +86,8 @@ pub fn watch(
         registered,
         closing,
     };
+
+    let content_type = w.req.format.content_type(true);
     tokio::spawn(w.run(settings));
 
     let stream = futures::stream::unfold(rx, |mut rx| async move {
@@ -87,7 +95,11 @@ pub fn watch(
             .await
             .map(|b| (Ok::<_, BoxError>(Frame::data(b)), rx))
     });
-    response::json_body(StatusCode::OK, Body::new(StreamBody::new(stream)))
+    response::typed(
+        StatusCode::OK,
+        content_type,
+        Body::new(StreamBody::new(stream)),
+    )
 }
 
 /// One open watch.
@@ -107,7 +119,7 @@ struct Watcher {
     registered: WatcherHandle,
 }
 
-/// The client went away: stop.
+/// The stream is over: the client went away, or an ERROR event ended it.
 struct Gone;
 
 /// The live events of a resource, after a watch caught up.
@@ -132,17 +144,28 @@ impl Watcher {
     /// when the version is older than the log (the 410 ERROR was sent).
     async fn catch_up(&mut self) -> Result<Option<Live>, Gone> {
         let start = self.options.start;
+        let store = self.cache.store(self.req.served.kind);
         let from = match start {
             Start::After(rv) => Some(rv),
-            Start::Initial { .. } => None,
+            Start::Now => Some(store.last_rv()), // resolved in `watch` already
+            Start::Initial { not_older_than, .. } => {
+                // As the watch cache does for sendInitialEvents: wait a little
+                // for a newer state, then end the stream with an ERROR.
+                if let Some(rv) = not_older_than {
+                    if rv > self.cache.current_rv() && !self.cache.wait_for_rv(rv, RV_WAIT).await {
+                        let status = Status::too_large_resource_version(rv, store.last_rv());
+                        self.fail(&status).await?;
+                    }
+                }
+                None
+            }
         };
-        let mut sub = match self.cache.store(self.req.served.kind).subscribe(from) {
+        let mut sub = match store.subscribe(from) {
             Ok(sub) => sub,
             Err(too_old) => {
                 let status =
                     Status::too_old_resource_version(from.unwrap_or(0), too_old.compacted_rv);
-                self.send(watch_frame_value("ERROR", &status.to_value()))
-                    .await?;
+                self.fail(&status).await?;
                 return Ok(None);
             }
         };
@@ -150,11 +173,14 @@ impl Watcher {
         self.registered.set_sent(self.last_rv);
         for view in std::mem::take(&mut sub.initial) {
             if self.options.filter.matches(&view) {
-                let frame = self.frame_for(EventType::Added, &view);
+                let frame = self.frame_for(EventType::Added, &view).await?;
                 self.send(frame).await?;
             }
         }
-        if let Start::Initial { end_bookmark: true } = start {
+        if let Start::Initial {
+            end_bookmark: true, ..
+        } = start
+        {
             self.bookmark(sub.rv, true).await?;
         }
         for event in std::mem::take(&mut sub.replay) {
@@ -179,7 +205,7 @@ impl Watcher {
                         let status = Status::expired(format!(
                             "watch of {kind} fell {n} events behind and was ended; list again"
                         ));
-                        return self.send(watch_frame_value("ERROR", &status.to_value())).await;
+                        return self.fail(&status).await;
                     }
                     Err(RecvError::Closed) => return Ok(()),
                 },
@@ -216,14 +242,19 @@ impl Watcher {
                 // Stopped matching: DELETED with the old content at the new version.
                 let gone = event.prev.as_ref().map(|p| p.with_rv(event.rv));
                 match gone {
-                    Some(g) => self.frame_for(EventType::Deleted, &g),
+                    Some(g) => self.frame_for(EventType::Deleted, &g).await?,
                     None => return Ok(()),
                 }
             }
-            (EventType::Modified, false, true) => self.frame_for(EventType::Added, &event.object),
+            (EventType::Modified, false, true) => {
+                self.frame_for(EventType::Added, &event.object).await?
+            }
             (_, _, true) => match self.req.format {
-                Format::Json => self.cache.frame(event, self.req.served),
-                Format::Table { .. } => self.frame_for(event.event_type, &event.object),
+                Format::Table { .. } => self.frame_for(event.event_type, &event.object).await?,
+                format => match self.cache.frame(event, self.req.served, format.wire()) {
+                    Ok(frame) => frame,
+                    Err(e) => return self.fail(&Status::internal_error(e.to_string())).await,
+                },
             },
             _ => return Ok(()),
         };
@@ -231,10 +262,23 @@ impl Watcher {
         self.send(frame).await
     }
 
-    fn frame_for(&mut self, event_type: EventType, view: &View) -> Bytes {
+    /// The frame of `view` as an `event_type` event in the watch's format; an
+    /// object that cannot be encoded ends the stream with an ERROR.
+    async fn frame_for(&mut self, event_type: EventType, view: &View) -> Result<Bytes, Gone> {
         let served = self.req.served;
         match self.req.format {
-            Format::Json => watch_frame(event_type.as_str(), served, self.cache.body(view, served)),
+            Format::Json => Ok(watch_frame(
+                event_type.as_str(),
+                served,
+                self.cache.body(view, served),
+            )),
+            Format::Protobuf => match self.cache.message(view, served) {
+                Ok(message) => Ok(proto::watch_frame(event_type.as_str(), served, message)),
+                Err(e) => {
+                    self.fail(&Status::internal_error(e.to_string())).await?;
+                    Err(Gone)
+                }
+            },
             Format::Table {
                 api_version,
                 include,
@@ -249,9 +293,19 @@ impl Watcher {
                     !self.sent_columns,
                 );
                 self.sent_columns = true;
-                watch_frame_value(event_type.as_str(), &t)
+                Ok(watch_frame_value(event_type.as_str(), &t))
             }
         }
+    }
+
+    /// Sends an ERROR event with `status` in the watch's format; the stream ends after it.
+    async fn fail(&self, status: &Status) -> Result<(), Gone> {
+        let frame = match self.req.format.wire() {
+            Wire::Json => watch_frame_value("ERROR", &status.to_value()),
+            Wire::Protobuf => proto::error_frame(status),
+        };
+        self.send(frame).await?;
+        Err(Gone)
     }
 
     async fn bookmark_if_progressed(&mut self, rv: u64) -> Result<(), Gone> {
@@ -261,18 +315,29 @@ impl Watcher {
         Ok(())
     }
 
-    /// `{"type":"BOOKMARK","object":{"kind":K,"apiVersion":V,"metadata":{"resourceVersion":"N","creationTimestamp":null}}}`.
+    /// A BOOKMARK at `rv`: `{"type":"BOOKMARK","object":{"kind":K,"apiVersion":V,
+    /// "metadata":{"resourceVersion":"N","creationTimestamp":null}}}` in JSON.
     async fn bookmark(&mut self, rv: u64, initial_events_end: bool) -> Result<(), Gone> {
         let served = self.req.served;
-        let mut metadata =
-            json!({"resourceVersion": rv.to_string(), "creationTimestamp": Value::Null});
+        let mut annotations = BTreeMap::new();
         if initial_events_end {
-            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+            annotations.insert("k8s.io/initial-events-end".to_owned(), "true".to_owned());
         }
-        let object = json!({"kind": served.kind.kind(), "apiVersion": served.api_version(), "metadata": metadata});
+        let frame = match self.req.format.wire() {
+            Wire::Protobuf => proto::bookmark_frame(served, rv, &annotations),
+            Wire::Json => {
+                let mut metadata =
+                    json!({"resourceVersion": rv.to_string(), "creationTimestamp": Value::Null});
+                if initial_events_end {
+                    metadata["annotations"] = json!(annotations);
+                }
+                let object = json!({"kind": served.kind.kind(), "apiVersion": served.api_version(), "metadata": metadata});
+                watch_frame_value("BOOKMARK", &object)
+            }
+        };
         self.last_rv = self.last_rv.max(rv);
         self.registered.set_sent(self.last_rv);
-        self.send(watch_frame_value("BOOKMARK", &object)).await
+        self.send(frame).await
     }
 
     /// Queues a frame; a client that stops reading holds the task at most until the deadline.

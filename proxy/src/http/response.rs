@@ -7,7 +7,7 @@ use http::{Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
 use super::{Body, BoxError};
-use sitegrid_apimachinery::Status;
+use sitegrid_apimachinery::{protobuf, Status};
 
 /// A whole body from bytes.
 pub fn full(bytes: impl Into<Bytes>) -> Body {
@@ -40,11 +40,33 @@ pub fn status(s: &Status) -> Response<Body> {
     boxed(sitegrid_runtime::response::status(s))
 }
 
-/// A `Status` for a request whose `Accept` could not be negotiated: kube-apiserver
-/// writes those as indented JSON.
-pub fn status_fallback(s: &Status) -> Response<Body> {
+/// How an error `Status` is written, as negotiated from the request's `Accept`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StatusEncoding {
+    /// Compact JSON.
+    #[default]
+    Json,
+    /// Kubernetes protobuf (a protobuf client's errors are protobuf too).
+    Protobuf,
+    /// Indented JSON: nothing in `Accept` could carry a Status (a
+    /// Table-only client, or a 406), as kube-apiserver's fallback writes it.
+    Fallback,
+}
+
+/// A `Status` error response in `encoding`, with its HTTP code (and `Retry-After`).
+pub fn status_as(s: &Status, encoding: StatusEncoding) -> Response<Body> {
     let mut resp = status(s);
-    *resp.body_mut() = full(s.to_json_fallback());
+    match encoding {
+        StatusEncoding::Json => {}
+        StatusEncoding::Fallback => *resp.body_mut() = full(s.to_json_fallback()),
+        StatusEncoding::Protobuf => {
+            *resp.body_mut() = full(protobuf::status(s));
+            resp.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static(protobuf::MEDIA_TYPE),
+            );
+        }
+    }
     resp
 }
 

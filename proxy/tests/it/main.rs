@@ -10,5 +10,6 @@ mod https;
 mod list_get;
 mod loopback;
 mod ops;
+mod protobuf;
 mod tls;
 mod watch;

@@ -263,8 +263,149 @@ async fn send_initial_events_ends_the_initial_state_with_an_annotated_bookmark()
         json!({"k8s.io/initial-events-end":"true"})
     );
     // Without resourceVersionMatch it is refused, as kube-apiserver does.
-    let (code, _) = get_json(&app, "/api/v1/nodes?watch=1&sendInitialEvents=true").await;
+    let (code, s) = get_json(&app, "/api/v1/nodes?watch=1&sendInitialEvents=true").await;
     assert_eq!(code, 422);
+    assert_eq!(
+        s["message"],
+        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+    );
+}
+
+/// The messages of a 422's causes.
+fn causes(status: &serde_json::Value) -> Vec<String> {
+    status["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["field"].as_str().unwrap(),
+                c["message"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn watch_options_are_defaulted_and_validated_as_kube_apiserver_does_with_watch_list_on() {
+    let (cache, _p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let types = |f: &[serde_json::Value]| {
+        f.iter()
+            .map(|x| x["type"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let six_added: Vec<String> = vec!["ADDED".to_owned(); 6];
+    let mut with_end = six_added.clone();
+    with_end.push("BOOKMARK".to_owned());
+
+    // A watch from "any" version is a WatchList: with bookmarks allowed, the
+    // initial events end with the annotated bookmark; without, they do not.
+    for (uri, want) in [
+        ("/api/v1/nodes?watch=1&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=1", &with_end),
+        ("/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds=1", &with_end),
+        ("/api/v1/nodes?watch=1&resourceVersion=0&timeoutSeconds=1", &six_added),
+        // client-go 1.35 always asks for bookmarks; without them the stream is accepted, minus the end marker.
+        ("/api/v1/nodes?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1", &six_added),
+    ] {
+        let f = frames(&mut call(&app, uri, None).await.into_body(), 10).await;
+        assert_eq!(&types(&f), want, "{uri}");
+    }
+
+    for (uri, want) in [
+        (
+            "/api/v1/nodes?watch=1&resourceVersion=5&resourceVersionMatch=NotOlderThan",
+            vec!["resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"],
+        ),
+        (
+            "/api/v1/nodes?watch=1&sendInitialEvents=true&resourceVersionMatch=Exact&resourceVersion=5",
+            vec![
+                "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                "resourceVersionMatch: Unsupported value: \"Exact\": supported values: \"NotOlderThan\"",
+            ],
+        ),
+        (
+            "/api/v1/nodes?sendInitialEvents=true",
+            vec!["sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"],
+        ),
+        (
+            "/api/v1/nodes?resourceVersion=5&resourceVersionMatch=Newest",
+            vec!["resourceVersionMatch: Unsupported value: \"Newest\": supported values: \"Exact\", \"NotOlderThan\", \"\""],
+        ),
+    ] {
+        let (code, s) = get_json(&app, uri).await;
+        assert_eq!(code, 422, "{uri}");
+        assert_eq!(causes(&s), want, "{uri}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn send_initial_events_false_streams_only_what_changes() {
+    let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let (_, list) = get_json(&app, "/api/v1/nodes").await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut from_now = call(
+        &app,
+        "/api/v1/nodes?watch=1&sendInitialEvents=false&resourceVersionMatch=NotOlderThan&timeoutSeconds=5",
+        None,
+    )
+    .await
+    .into_body();
+    let mut from_rv = call(
+        &app,
+        &format!("/api/v1/nodes?watch=1&sendInitialEvents=false&resourceVersionMatch=NotOlderThan&resourceVersion={rv}&timeoutSeconds=5"),
+        None,
+    )
+    .await
+    .into_body();
+    p.handle(
+        ResourceKind::Nodes,
+        W::Apply(node("gz-4", "guangzhou", 900)),
+    );
+    for body in [&mut from_now, &mut from_rv] {
+        let f = frames(body, 5).await;
+        assert_eq!(summary(&f), pairs(&[("ADDED", "gz-4")]));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_list_for_a_version_the_proxy_has_not_reached_waits_then_ends_with_504() {
+    let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache.clone(), HandlerSettings::default());
+    let future = cache.current_rv() + 1;
+    let uri = format!("/api/v1/nodes?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion={future}&timeoutSeconds=30");
+    // Never reached: one ERROR, as the watch cache answers after its 3 s wait.
+    let f = frames(
+        &mut call(&app, &format!("{uri}0000"), None).await.into_body(),
+        10,
+    )
+    .await;
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0]["type"], "ERROR");
+    assert_eq!(f[0]["object"]["code"], 504);
+    assert_eq!(f[0]["object"]["reason"], "Timeout");
+    assert_eq!(
+        f[0]["object"]["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
+
+    // Reached during the wait: the initial events include the change that reached it.
+    let mut body = call(&app, &uri, None).await.into_body();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    p.handle(
+        ResourceKind::Nodes,
+        W::Apply(node("gz-4", "guangzhou", 900)),
+    );
+    let f = frames(&mut body, 8).await;
+    assert_eq!(f.len(), 8);
+    assert!(f[..7].iter().all(|x| x["type"] == "ADDED"));
+    assert!(summary(&f).contains(&("ADDED".to_owned(), "gz-4".to_owned())));
+    assert_eq!(f[7]["type"], "BOOKMARK");
 }
 
 #[tokio::test]

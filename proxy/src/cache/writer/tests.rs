@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::{
     cache::{
         with_start_rv, ApiVersion, Cache, CacheConfig, EventType, ResourceKind, ResourceKind::*,
-        Served,
+        Served, Wire,
     },
     upstream::UpstreamObject,
 };
@@ -317,13 +317,17 @@ fn deleted_event_carries_last_state_at_the_deletion_version() {
     let ev = &sub.replay[0];
     assert_eq!(ev.event_type, EventType::Deleted);
     assert_eq!(ev.object.rv, ev.rv);
-    let frame: Value = serde_json::from_slice(&ev.frame(
-        Served {
-            kind: Endpoints,
-            version: ApiVersion::V1,
-        },
-        ApiVersion::V1,
-    ))
+    let frame: Value = serde_json::from_slice(
+        &ev.frame(
+            Served {
+                kind: Endpoints,
+                version: ApiVersion::V1,
+            },
+            ApiVersion::V1,
+            Wire::Json,
+        )
+        .unwrap(),
+    )
     .unwrap();
     assert_eq!(
         frame["object"]["metadata"]["resourceVersion"],

@@ -1,4 +1,4 @@
-//! Encoding objects once into shareable bytes.
+//! JSON, encoded once into shareable bytes.
 //!
 //! A stored body is the object's compact JSON *without* `kind`/`apiVersion`
 //! (the form list items take). The full object, the watch frame and the list
@@ -11,7 +11,7 @@ use std::ops::Range;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
 
-use super::kind::Served;
+use crate::cache::kind::Served;
 
 /// A body plus the byte range of its resourceVersion digits.
 #[derive(Debug, Clone, PartialEq, Eq)]
