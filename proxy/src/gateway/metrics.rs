@@ -1,6 +1,8 @@
 //! Request metrics, recorded by the metrics layer of the stack:
-//! `requests_total{verb, resource, code}` and `request_duration_seconds{verb}`
-//! (watches excluded: their duration is the client's choice).
+//! `requests_total{verb, resource, code}`, `request_duration_seconds{verb}`
+//! (watches excluded: their duration is the client's choice), and
+//! `cached_responses_total{verb, resource, content_type}` (which wire format
+//! the cache's clients get: JSON or protobuf).
 
 use std::{
     fmt::{self, Write as _},
@@ -87,6 +89,13 @@ struct RequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ContentLabels {
+    verb: RequestVerb,
+    resource: RequestResource,
+    content_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VerbLabel {
     verb: RequestVerb,
 }
@@ -98,6 +107,7 @@ pub struct RequestMetrics {
     /// Series created in `requests` (approximate under races: it only bounds them).
     series: std::sync::Arc<AtomicUsize>,
     durations: Family<VerbLabel, Histogram, fn() -> Histogram>,
+    content: Family<ContentLabels, Counter>,
 }
 
 /// Buckets from 0.5 ms to about 8 s: cached gets take well under a
@@ -123,10 +133,17 @@ impl RequestMetrics {
             Unit::Seconds,
             durations.clone(),
         );
+        let content = Family::<ContentLabels, Counter>::default();
+        registry.register(
+            "cached_responses",
+            "Successful answers from the cache, by verb, resource and Content-Type",
+            content.clone(),
+        );
         RequestMetrics {
             requests,
             series: Default::default(),
             durations,
+            content,
         }
     }
 
@@ -165,5 +182,23 @@ impl RequestMetrics {
                 .get_or_create(&VerbLabel { verb })
                 .observe(elapsed.as_secs_f64());
         }
+    }
+
+    /// Counts one successful answer from the cache by its `Content-Type`
+    /// (one of the few the cache writes; anything else is `other`).
+    pub fn record_content(&self, verb: RequestVerb, kind: ResourceKind, content_type: &str) {
+        let content_type = match content_type {
+            "application/json"
+            | "application/vnd.kubernetes.protobuf"
+            | "application/vnd.kubernetes.protobuf;stream=watch" => content_type,
+            _ => "other",
+        };
+        self.content
+            .get_or_create(&ContentLabels {
+                verb,
+                resource: RequestResource::Cached(kind),
+                content_type: content_type.to_owned(),
+            })
+            .inc();
     }
 }

@@ -161,6 +161,10 @@ async fn metered(
         Some(route) => labels(route),
         None => (RequestVerb::Invalid, RequestResource::None, false),
     };
+    let cached = match &resource {
+        RequestResource::Cached(kind) => Some(*kind),
+        _ => None,
+    };
     let started = tokio::time::Instant::now();
     let result = inner.oneshot(req).await;
     let code = match &result {
@@ -168,6 +172,16 @@ async fn metered(
         Err(err) if is_overloaded(err) => 429,
         Err(_) => 500,
     };
+    if let (Some(kind), Ok(resp)) = (cached, &result) {
+        if resp.status().is_success() {
+            let content_type = resp
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            metrics.record_content(verb, kind, content_type);
+        }
+    }
     // A watch's "latency" is its lifetime: keep it out of the histogram.
     metrics.record(
         verb,

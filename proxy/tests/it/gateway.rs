@@ -322,14 +322,33 @@ async fn operator_endpoints_on_the_serving_port_and_on_their_own() {
         )
         .await
         .unwrap();
+    // kube-proxy's Accept: answered in protobuf, and counted so.
+    let pb = client
+        .request(
+            http::Request::get(format!("{url}/api/v1/endpoints"))
+                .header("accept", "application/vnd.kubernetes.protobuf, */*")
+                .body(http_body_util::Empty::<bytes::Bytes>::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        pb.headers()["content-type"],
+        "application/vnd.kubernetes.protobuf"
+    );
     let (code, metrics) = get(format!("{url}/metrics")).await;
     assert_eq!(code, 200);
-    assert!(
-        metrics.contains(
-            r#"sitegrid_proxy_requests_total{verb="list",resource="endpoints",code="200"} 1"#
-        ),
-        "{metrics}"
-    );
+    for line in [
+        r#"sitegrid_proxy_requests_total{verb="list",resource="endpoints",code="200"} 2"#,
+        r#"sitegrid_proxy_cached_responses_total{verb="list",resource="endpoints",content_type="application/json"} 1"#,
+        r#"sitegrid_proxy_cached_responses_total{verb="list",resource="endpoints",content_type="application/vnd.kubernetes.protobuf"} 1"#,
+        r#"sitegrid_proxy_cached_responses_total{verb="watch",resource="services",content_type="application/json"} 1"#,
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "missing {line} in {metrics}"
+        );
+    }
     assert!(
         metrics.contains(r#"sitegrid_proxy_watchers_open{resource="services"} 1"#),
         "{metrics}"
