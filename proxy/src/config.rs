@@ -43,6 +43,10 @@ pub struct ProxyArgs {
     /// Events kept per resource so watches can resume from a recent resourceVersion.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub event_log_size: u64,
+    /// About how many bytes of memory those events may hold, per resource
+    /// (the oldest go first; a watch resuming from before them gets 410 and relists).
+    #[arg(long, default_value_t = 2 << 20, value_parser = clap::value_parser!(u64).range(4096..))]
+    pub event_log_bytes: u64,
     /// Events a watcher may fall behind before it is ended with 410 Expired (the client relists).
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub watcher_buffer: u64,
@@ -92,6 +96,7 @@ impl ProxyArgs {
         let mut opts = ProxyOptions::new(self.node_name(), self.bind_address);
         opts.cache = CacheConfig {
             log_capacity: self.event_log_size as usize,
+            log_bytes: usize::try_from(self.event_log_bytes).unwrap_or(usize::MAX),
             watcher_buffer: self.watcher_buffer as usize,
         };
         opts.handlers = HandlerSettings {

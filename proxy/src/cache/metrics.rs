@@ -146,7 +146,7 @@ impl Collector for CacheCollector {
             &mut encoder,
             ("cache_objects", "Objects in the cache, by resource"),
             MetricType::Gauge,
-            |k| ConstGauge::new(gauge(sizes[k].0 as u64)),
+            |k| ConstGauge::new(gauge(sizes[k].objects as u64)),
         )?;
         per_kind(
             &mut encoder,
@@ -155,7 +155,16 @@ impl Collector for CacheCollector {
                 "Events kept for watch resume, by resource",
             ),
             MetricType::Gauge,
-            |k| ConstGauge::new(gauge(sizes[k].1 as u64)),
+            |k| ConstGauge::new(gauge(sizes[k].log_events as u64)),
+        )?;
+        per_kind(
+            &mut encoder,
+            (
+                "cache_log_bytes",
+                "Bytes the events kept for watch resume pin, about, by resource",
+            ),
+            MetricType::Gauge,
+            |k| ConstGauge::new(gauge(sizes[k].log_bytes as u64)),
         )?;
         per_kind(
             &mut encoder,

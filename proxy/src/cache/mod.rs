@@ -30,7 +30,7 @@ pub use event::{Event, EventType};
 pub use kind::{ApiVersion, PerKind, ResourceKind, Served};
 pub use metrics::CacheMetrics;
 pub use ready::Readiness;
-pub use store::{Change, Store, Subscription, TooOld};
+pub use store::{Change, Sizes, Store, Subscription, TooOld};
 pub use view::{View, ViewLabels};
 pub use watchers::{WatcherHandle, WatcherInfo, WatcherRegistry, WatcherSnapshot};
 pub use writer::{UpstreamEvent, Writer, WriterSlot};
@@ -40,6 +40,8 @@ pub use writer::{UpstreamEvent, Writer, WriterSlot};
 pub struct CacheConfig {
     /// Events kept per resource for watch resume.
     pub log_capacity: usize,
+    /// About how many bytes those events may pin, per resource.
+    pub log_bytes: usize,
     /// Events a watcher may fall behind by before it is ended with 410.
     pub watcher_buffer: usize,
 }
@@ -48,6 +50,7 @@ impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {
             log_capacity: 10_000,
+            log_bytes: 2 << 20,
             watcher_buffer: 1_000,
         }
     }
@@ -88,7 +91,14 @@ pub fn new(config: CacheConfig) -> (Cache, WriterSlot) {
 /// An empty cache whose versions start after `start_rv`.
 pub fn with_start_rv(config: CacheConfig, start_rv: u64) -> (Cache, WriterSlot) {
     let shared = Arc::new(Shared {
-        stores: PerKind::new(|_| Store::new(start_rv, config.log_capacity, config.watcher_buffer)),
+        stores: PerKind::new(|_| {
+            Store::new(
+                start_rv,
+                config.log_capacity,
+                config.log_bytes,
+                config.watcher_buffer,
+            )
+        }),
         clock: watch::channel(start_rv).0,
         start_rv,
         readiness: Readiness::default(),

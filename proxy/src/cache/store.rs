@@ -22,6 +22,10 @@ struct State {
     objects: BTreeMap<String, Arc<View>>,
     log: VecDeque<Arc<Event>>,
     log_capacity: usize,
+    /// The bytes the logged events may pin, about (see [`weight`]).
+    log_bytes_limit: usize,
+    /// The bytes the logged events pin now, about.
+    log_bytes: usize,
     /// Events with rv ≤ this may have left the log.
     compacted_rv: u64,
     /// The rv of the newest event (or the proxy's start rv).
@@ -49,6 +53,24 @@ pub struct Subscription {
     pub rv: u64,
 }
 
+/// How big a resource's cache is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizes {
+    /// Objects served.
+    pub objects: usize,
+    /// Events kept for watch resume.
+    pub log_events: usize,
+    /// The bytes those events pin, about.
+    pub log_bytes: usize,
+}
+
+/// What a logged event pins, about: its state's JSON body, the JSON watch
+/// frame made from it once a watcher asks (as long again), and the bookkeeping.
+/// (Its previous state is the previous event's, or a served object's.)
+fn weight(event: &Event) -> usize {
+    2 * event.object.body_len() + 256
+}
+
 /// The requested version is older than the log holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TooOld {
@@ -57,13 +79,22 @@ pub struct TooOld {
 }
 
 impl Store {
-    /// An empty store whose versions start after `start_rv`.
-    pub(super) fn new(start_rv: u64, log_capacity: usize, live_capacity: usize) -> Self {
+    /// An empty store whose versions start after `start_rv`, logging up to
+    /// `log_capacity` events and about `log_bytes_limit` bytes of them (the
+    /// newest event is always kept).
+    pub(super) fn new(
+        start_rv: u64,
+        log_capacity: usize,
+        log_bytes_limit: usize,
+        live_capacity: usize,
+    ) -> Self {
         Store {
             state: RwLock::new(State {
                 objects: BTreeMap::new(),
-                log: VecDeque::with_capacity(log_capacity.min(4096)),
+                log: VecDeque::with_capacity(log_capacity.min(1024)),
                 log_capacity: log_capacity.max(1),
+                log_bytes_limit,
+                log_bytes: 0,
                 compacted_rv: start_rv,
                 last_rv: start_rv,
             }),
@@ -85,11 +116,15 @@ impl Store {
                 _ => st.objects.insert(key, change.object.clone()),
             };
             let event = Arc::new(Event::new(rv, change.event_type, change.object, prev));
-            if st.log.len() == st.log_capacity {
-                if let Some(old) = st.log.pop_front() {
-                    st.compacted_rv = old.rv;
-                }
+            let w = weight(&event);
+            while st.log.len() >= st.log_capacity
+                || (!st.log.is_empty() && st.log_bytes + w > st.log_bytes_limit)
+            {
+                let Some(old) = st.log.pop_front() else { break };
+                st.compacted_rv = old.rv;
+                st.log_bytes -= weight(&old);
             }
+            st.log_bytes += w;
             st.log.push_back(event.clone());
             st.last_rv = rv;
             // No receiver is fine: nobody is watching. Sent under the lock so a
@@ -175,9 +210,13 @@ impl Store {
         })
     }
 
-    /// Number of objects and number of logged events.
-    pub fn sizes(&self) -> (usize, usize) {
+    /// How many objects and logged events, and the bytes the log pins.
+    pub fn sizes(&self) -> Sizes {
         let st = self.state.read();
-        (st.objects.len(), st.log.len())
+        Sizes {
+            objects: st.objects.len(),
+            log_events: st.log.len(),
+            log_bytes: st.log_bytes,
+        }
     }
 }

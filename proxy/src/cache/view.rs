@@ -119,6 +119,11 @@ impl View {
         Ok(slot.get_or_init(|| encoded))
     }
 
+    /// The size of its JSON body in the native version.
+    pub fn body_len(&self) -> usize {
+        self.body.bytes().len()
+    }
+
     /// A field for field selectors, as kube-apiserver exposes it.
     pub fn field(&self, field: &str) -> Option<String> {
         match field {

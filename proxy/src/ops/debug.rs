@@ -14,11 +14,12 @@ pub fn cache_summary(cache: &Cache) -> Value {
         .into_iter()
         .map(|kind| {
             let store = cache.store(kind);
-            let (objects, logged) = store.sizes();
+            let sizes = store.sizes();
             json!({
                 "resource": kind.plural(),
-                "objects": objects,
-                "loggedEvents": logged,
+                "objects": sizes.objects,
+                "loggedEvents": sizes.log_events,
+                "loggedBytes": sizes.log_bytes,
                 "lastResourceVersion": store.last_rv().to_string(),
                 "synced": cache.readiness().is_served(kind),
             })

@@ -144,12 +144,80 @@ async fn watch_resumes_from_a_resource_version_without_loss() {
 }
 
 #[tokio::test]
+async fn the_resume_log_is_bounded_in_bytes_and_keeps_the_newest_events() {
+    let budget = 16 << 10;
+    let (cache, mut p) = two_sites(
+        "bj-1",
+        CacheConfig {
+            log_capacity: 10_000,
+            log_bytes: budget,
+            ..CacheConfig::default()
+        },
+    );
+    let app = app(cache.clone(), HandlerSettings::default());
+    let (_, list) = get_json(&app, "/api/v1/endpoints").await;
+    let first = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut recent = String::new();
+    for i in 0..200u64 {
+        if i == 195 {
+            let (_, list) = get_json(&app, "/api/v1/endpoints").await;
+            recent = list["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+        }
+        let ip = format!("10.0.1.{}", i % 250);
+        p.handle(
+            ResourceKind::Endpoints,
+            W::Apply(endpoints(
+                "default",
+                "plain-echo",
+                &[(&ip, "bj-1")],
+                1000 + i,
+            )),
+        );
+    }
+    let sizes = cache.store(ResourceKind::Endpoints).sizes();
+    assert!(sizes.log_bytes <= budget, "{sizes:?}");
+    assert!(sizes.log_events > 5 && sizes.log_events < 200, "{sizes:?}");
+    // The newest events are still there to resume from; the oldest are gone (410).
+    let f = frames(
+        &mut call(
+            &app,
+            &format!("/api/v1/endpoints?watch=1&resourceVersion={recent}"),
+            None,
+        )
+        .await
+        .into_body(),
+        5,
+    )
+    .await;
+    assert_eq!(summary(&f), pairs(&[("MODIFIED", "plain-echo"); 5]));
+    let f = frames(
+        &mut call(
+            &app,
+            &format!("/api/v1/endpoints?watch=1&resourceVersion={first}"),
+            None,
+        )
+        .await
+        .into_body(),
+        2,
+    )
+    .await;
+    assert_eq!((f.len(), &f[0]["object"]["code"]), (1, &json!(410)));
+}
+
+#[tokio::test]
 async fn a_version_the_log_no_longer_holds_gets_a_410_error_event() {
     let (cache, mut p) = two_sites(
         "bj-1",
         CacheConfig {
             log_capacity: 2,
             watcher_buffer: 100,
+            ..CacheConfig::default()
         },
     );
     let app = app(cache, HandlerSettings::default());
@@ -491,6 +559,7 @@ async fn a_slow_watcher_is_ended_with_410_while_a_fast_one_keeps_up() {
         CacheConfig {
             log_capacity: 1000,
             watcher_buffer: 8,
+            ..CacheConfig::default()
         },
     );
     let app = app(cache, HandlerSettings::default());

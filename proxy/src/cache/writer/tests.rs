@@ -373,6 +373,7 @@ fn exact_snapshot_rolls_back_and_old_versions_are_too_old() {
         CacheConfig {
             log_capacity: 3,
             watcher_buffer: 10,
+            ..CacheConfig::default()
         },
         1000,
     );
