@@ -1,7 +1,10 @@
 //! `sitegrid-bench`: the proxy against a direct connection to the same
-//! in-memory upstream. Measures LIST latency (p50/p99), event propagation
-//! upstream → client with many watchers (p50/p99), and the proxy process's
-//! RSS idle and with the cache loaded. Prints a Markdown report.
+//! in-memory upstream. Measures LIST latency (p50/p99) and size in JSON and
+//! protobuf, event propagation upstream → client with many watchers
+//! (p50/p99), the wire bytes and the proxy's CPU per 1,000 events in JSON and
+//! protobuf, what decoding them costs a client, and the proxy process's RSS
+//! idle, with the cache loaded, after the churn and with many idle watchers.
+//! Prints a Markdown report.
 //!
 //! Benchmarks are not tests: nothing here asserts a time. Run a release build:
 //! `cargo build --release -p sitegrid-proxy -p sitegrid-loadtest &&
@@ -11,7 +14,6 @@ use std::{
     net::SocketAddr,
     path::PathBuf,
     process::{Child, Command, Stdio},
-    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -22,6 +24,11 @@ use hyper_util::{
     client::legacy::{connect::HttpConnector, Client},
     rt::TokioExecutor,
 };
+use k8s_openapi::api::core::v1::Endpoints;
+use k8s_pb::api::core::v1 as pb_core;
+use k8s_pb::apimachinery::pkg::apis::meta::v1 as pb_meta;
+use k8s_pb::apimachinery::pkg::runtime::Unknown;
+use prost::Message;
 use serde_json::{json, Value};
 use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
 
@@ -59,7 +66,13 @@ struct Args {
     /// Pause between changes.
     #[arg(long, default_value_t = 20)]
     change_interval_ms: u64,
+    /// Idle watches opened at the end, for the memory a watcher costs.
+    #[arg(long, default_value_t = 1000)]
+    idle_watchers: usize,
 }
+
+/// kube-proxy's Accept.
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf, */*";
 
 type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 
@@ -119,19 +132,36 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.list_iterations
     );
     println!("| path | target | bytes | p50 | p99 |\n|---|---|---|---|---|");
+    let mut list_bodies = Vec::new();
     for path in [
         "/api/v1/endpoints",
         "/apis/discovery.k8s.io/v1/endpointslices",
         "/api/v1/services",
     ] {
-        for (name, addr) in [("direct", direct), ("proxy", proxy)] {
-            let (bytes, mut times) = time_lists(&http, addr, path, args.list_iterations).await?;
+        for (name, addr, accept) in [
+            ("direct", direct, None),
+            ("proxy", proxy, None),
+            ("proxy, protobuf", proxy, Some(PROTOBUF)),
+        ] {
+            let (body, mut times) =
+                time_lists(&http, addr, path, accept, args.list_iterations).await?;
             println!(
-                "| `{path}` | {name} | {bytes} | {} | {} |",
+                "| `{path}` | {name} | {} | {} | {} |",
+                body.len(),
                 ms(pct(&mut times, 50.0)),
                 ms(pct(&mut times, 99.0))
             );
+            if name != "direct" && path == "/api/v1/endpoints" {
+                list_bodies.push(body);
+            }
         }
+    }
+    if let [json, pb] = &list_bodies[..] {
+        println!(
+            "\nDecoding the proxy's Endpoints list in a client (typed, k8s-openapi / k8s-pb): JSON {:.2} ms, protobuf {:.2} ms\n",
+            decode_ms(|| decode_json_list(json)),
+            decode_ms(|| decode_pb_list(pb)),
+        );
     }
 
     println!(
@@ -148,17 +178,49 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .as_str()
         .unwrap_or("default")
         .to_owned();
-    for (name, addr) in [("direct", direct), ("proxy", proxy)] {
-        let mut lat = propagation(&api, &target, &ns, addr, &args).await?;
+    let mut wire = Vec::new();
+    for (name, addr, accept) in [
+        ("direct", direct, None),
+        ("proxy", proxy, None),
+        ("proxy, protobuf", proxy, Some(PROTOBUF)),
+    ] {
+        let cpu_before = cpu_ms(child.id());
+        let mut run = propagation(&api, &target, &ns, addr, accept, &args).await?;
+        let cpu = cpu_ms(child.id()) - cpu_before;
+        let lat = &mut run.latencies;
         println!(
             "| {name} | {} | {} | {} | {} |",
             lat.len(),
-            ms(pct(&mut lat, 50.0)),
-            ms(pct(&mut lat, 99.0)),
-            ms(pct(&mut lat, 100.0))
+            ms(pct(lat, 50.0)),
+            ms(pct(lat, 99.0)),
+            ms(pct(lat, 100.0))
+        );
+        if name != "direct" {
+            wire.push((name, run, cpu));
+        }
+    }
+    println!(
+        "\n## Watch wire: JSON vs protobuf (the same {} changes to {} watchers)\n",
+        args.changes, args.watchers
+    );
+    println!("| format | bytes per event | proxy CPU per 1,000 events sent | client decode per 1,000 events |\n|---|---|---|---|");
+    for (name, run, cpu) in &wire {
+        let events = run.latencies.len().max(1) as f64;
+        let decode = if name.ends_with("protobuf") {
+            decode_ms(|| decode_pb_frames(&run.first_stream))
+        } else {
+            decode_ms(|| decode_json_frames(&run.first_stream))
+        };
+        let first_events = run.first_events.max(1) as f64;
+        println!(
+            "| {name} | {:.0} | {:.1} ms | {:.2} ms |",
+            run.bytes as f64 / events,
+            cpu / events * 1000.0,
+            decode / first_events * 1000.0
         );
     }
     let after_rss = rss_kib(child.id());
+    let idle_watch_kib = idle_watchers(&proxy, child.id(), args.idle_watchers).await?;
     let _ = child.kill();
     let _ = child.wait();
 
@@ -175,9 +237,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         loaded_rss as f64 / 1024.0
     );
     println!(
-        "| after the propagation run ({} open watches) | {:.1} MiB |",
+        "| after the propagation runs ({} changes, {} watchers each, all closed) | {:.1} MiB |",
+        3 * args.changes,
         args.watchers,
         after_rss as f64 / 1024.0
+    );
+    println!(
+        "| per idle watch ({} open) | {:.1} KiB |",
+        args.idle_watchers, idle_watch_kib
     );
     Ok(())
 }
@@ -239,34 +306,58 @@ async fn time_lists(
     http: &HttpClient,
     addr: SocketAddr,
     path: &str,
+    accept: Option<&str>,
     n: usize,
-) -> Result<(usize, Vec<Duration>), Box<dyn std::error::Error>> {
-    let uri: hyper::Uri = format!("http://{addr}{path}").parse()?;
-    let mut bytes = 0;
+) -> Result<(Bytes, Vec<Duration>), Box<dyn std::error::Error>> {
+    let mut body = Bytes::new();
     let mut times = Vec::with_capacity(n);
     for i in 0..n + 10 {
         let t = Instant::now();
-        let resp = http.get(uri.clone()).await?;
-        let body = resp.into_body().collect().await?.to_bytes();
+        let resp = http.request(get(addr, path, accept)?).await?;
+        body = resp.into_body().collect().await?.to_bytes();
         if i >= 10 {
             times.push(t.elapsed());
         }
-        bytes = body.len();
     }
-    Ok((bytes, times))
+    Ok((body, times))
 }
 
-/// Opens `watchers` watches on the namespace's endpoints, changes the target
-/// object `changes` times (stamping a sequence number into an annotation) and
-/// returns, for every watcher and change, the time from the upstream write to
-/// the frame's arrival.
+/// A GET of `path` on `addr`, with `accept` if given.
+fn get(
+    addr: SocketAddr,
+    path: &str,
+    accept: Option<&str>,
+) -> Result<hyper::Request<Empty<Bytes>>, Box<dyn std::error::Error>> {
+    let mut req = hyper::Request::get(format!("http://{addr}{path}"));
+    if let Some(accept) = accept {
+        req = req.header(hyper::header::ACCEPT, accept);
+    }
+    Ok(req.body(Empty::new())?)
+}
+
+/// What one propagation run measured.
+struct Run {
+    /// Upstream write → frame arrival, for every watcher and change.
+    latencies: Vec<Duration>,
+    /// Bytes all watchers received.
+    bytes: usize,
+    /// The first watcher's whole stream, and how many events it held.
+    first_stream: Vec<u8>,
+    first_events: usize,
+}
+
+/// Opens `watchers` watches on the namespace's endpoints (in `accept`'s
+/// format), changes the target object `changes` times (stamping a sequence
+/// number into an annotation) and returns, for every watcher and change, the
+/// time from the upstream write to the frame's arrival, and the bytes.
 async fn propagation(
     api: &ApiServer,
     target: &Value,
     ns: &str,
     addr: SocketAddr,
+    accept: Option<&str>,
     args: &Args,
-) -> Result<Vec<Duration>, Box<dyn std::error::Error>> {
+) -> Result<Run, Box<dyn std::error::Error>> {
     let http = client();
     let list = http
         .get(format!("http://{addr}/api/v1/namespaces/{ns}/endpoints?limit=1").parse()?)
@@ -277,57 +368,189 @@ async fn propagation(
         .unwrap_or("0")
         .to_owned();
     let run_secs = (args.changes as u64 * args.change_interval_ms) / 1000 + 5;
-    let uri: hyper::Uri = format!("http://{addr}/api/v1/namespaces/{ns}/endpoints?watch=1&resourceVersion={rv}&timeoutSeconds={run_secs}").parse()?;
+    let path = format!(
+        "/api/v1/namespaces/{ns}/endpoints?watch=1&resourceVersion={rv}&timeoutSeconds={run_secs}"
+    );
+    let protobuf = accept.is_some();
     let mut tasks = Vec::new();
     for _ in 0..args.watchers {
-        let resp = http.get(uri.clone()).await?;
-        tasks.push(tokio::spawn(read_seqs(resp.into_body())));
+        let resp = http.request(get(addr, &path, accept)?).await?;
+        tasks.push(tokio::spawn(read_seqs(resp.into_body(), protobuf)));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut sent = Vec::with_capacity(args.changes);
-    let mut obj = target.clone();
+    let mut obj = api
+        .list("endpoints")
+        .into_iter()
+        .find(|e| e["metadata"]["name"] == target["metadata"]["name"])
+        .unwrap_or_else(|| target.clone());
     for i in 0..args.changes {
         obj["metadata"]["annotations"]["bench/seq"] = json!(i.to_string());
         sent.push(Instant::now());
         obj = api.apply(obj);
         tokio::time::sleep(Duration::from_millis(args.change_interval_ms)).await;
     }
-    let sent = Arc::new(sent);
-    let mut lat = Vec::new();
-    for t in tasks {
-        for (seq, at) in t.await? {
+    let mut run = Run {
+        latencies: Vec::new(),
+        bytes: 0,
+        first_stream: Vec::new(),
+        first_events: 0,
+    };
+    for (i, t) in tasks.into_iter().enumerate() {
+        let (seqs, stream) = t.await?;
+        run.bytes += stream.len();
+        if i == 0 {
+            run.first_events = seqs.len();
+            run.first_stream = stream;
+        }
+        for (seq, at) in seqs {
             if let Some(s) = sent.get(seq) {
-                lat.push(at.saturating_duration_since(*s));
+                run.latencies.push(at.saturating_duration_since(*s));
             }
         }
     }
-    Ok(lat)
+    Ok(run)
 }
 
-async fn read_seqs(mut body: hyper::body::Incoming) -> Vec<(usize, Instant)> {
+/// The sequence numbers of the events in a watch stream with their arrival
+/// times, and the whole stream.
+async fn read_seqs(
+    mut body: hyper::body::Incoming,
+    protobuf: bool,
+) -> (Vec<(usize, Instant)>, Vec<u8>) {
     let mut out = Vec::new();
-    let mut buf = Vec::new();
+    let mut stream = Vec::new();
+    let mut at = 0;
     while let Some(Ok(frame)) = body.frame().await {
         let now = Instant::now();
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        buf.extend_from_slice(&data);
-        while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=pos).collect();
-            if let Some(seq) = find_seq(&line) {
+        stream.extend_from_slice(&data);
+        while let Some(end) = frame_end(&stream[at..], protobuf) {
+            if let Some(seq) = find_seq(&stream[at..at + end], protobuf) {
                 out.push((seq, now));
             }
+            at += end;
         }
     }
-    out
+    (out, stream)
 }
 
-fn find_seq(line: &[u8]) -> Option<usize> {
-    let needle = b"\"bench/seq\":\"";
-    let at = line.windows(needle.len()).position(|w| w == needle)? + needle.len();
-    let end = line[at..].iter().position(|b| *b == b'"')? + at;
-    std::str::from_utf8(&line[at..end]).ok()?.parse().ok()
+/// Where the first whole frame of `buf` ends: after its newline (JSON) or its
+/// 4-byte length and that many bytes (protobuf).
+fn frame_end(buf: &[u8], protobuf: bool) -> Option<usize> {
+    if !protobuf {
+        return buf.iter().position(|b| *b == b'\n').map(|p| p + 1);
+    }
+    let len = u32::from_be_bytes(buf.get(..4)?.try_into().ok()?) as usize;
+    (buf.len() >= 4 + len).then_some(4 + len)
+}
+
+/// The `bench/seq` annotation's value in a frame: `"bench/seq":"N"` in JSON;
+/// in protobuf the map entry `0a 09 "bench/seq" 12 <len> "N"`.
+fn find_seq(frame: &[u8], protobuf: bool) -> Option<usize> {
+    let needle: &[u8] = if protobuf {
+        b"bench/seq"
+    } else {
+        b"\"bench/seq\":\""
+    };
+    let at = frame.windows(needle.len()).position(|w| w == needle)? + needle.len();
+    let digits = if protobuf {
+        let len = *frame.get(at + 1)? as usize;
+        frame.get(at + 2..at + 2 + len)?
+    } else {
+        let end = frame[at..].iter().position(|b| *b == b'"')? + at;
+        &frame[at..end]
+    };
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
+/// Milliseconds one run of `decode` takes (the best of five).
+fn decode_ms(mut decode: impl FnMut() -> usize) -> f64 {
+    (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            std::hint::black_box(decode());
+            t.elapsed().as_secs_f64() * 1000.0
+        })
+        .fold(f64::MAX, f64::min)
+}
+
+/// A JSON watch stream decoded as client-go's typed clients do; returns the events.
+fn decode_json_frames(stream: &[u8]) -> usize {
+    stream
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| {
+            serde_json::from_slice::<
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::WatchEvent<Endpoints>,
+            >(l)
+            .ok()
+        })
+        .count()
+}
+
+/// A protobuf watch stream decoded: frame, WatchEvent, envelope, Endpoints.
+fn decode_pb_frames(mut stream: &[u8]) -> usize {
+    let mut n = 0;
+    while let Some(end) = frame_end(stream, true) {
+        let event = pb_meta::WatchEvent::decode(&stream[4..end]).unwrap_or_default();
+        let raw = event.object.and_then(|o| o.raw).unwrap_or_default();
+        if let Some(obj) = raw.get(4..).and_then(|r| Unknown::decode(r).ok()) {
+            let e = pb_core::Endpoints::decode(obj.raw.as_deref().unwrap_or_default());
+            n += usize::from(e.is_ok());
+        }
+        stream = &stream[end..];
+    }
+    n
+}
+
+fn decode_json_list(body: &[u8]) -> usize {
+    serde_json::from_slice::<k8s_openapi::List<Endpoints>>(body).map_or(0, |l| l.items.len())
+}
+
+fn decode_pb_list(body: &[u8]) -> usize {
+    body.get(4..)
+        .and_then(|r| Unknown::decode(r).ok())
+        .and_then(|u| pb_core::EndpointsList::decode(u.raw.as_deref().unwrap_or_default()).ok())
+        .map_or(0, |l| l.items.len())
+}
+
+/// Opens `n` watches that nothing matches and returns what each adds to the
+/// proxy's RSS, in KiB.
+async fn idle_watchers(
+    proxy: &SocketAddr,
+    pid: u32,
+    n: usize,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    if n == 0 {
+        return Ok(0.0);
+    }
+    let http = client();
+    let before = rss_kib(pid);
+    let mut open = Vec::with_capacity(n);
+    for _ in 0..n {
+        let path = "/api/v1/nodes?watch=1&labelSelector=bench%3Didle&allowWatchBookmarks=true";
+        open.push(http.request(get(*proxy, path, Some(PROTOBUF))?).await?);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss_kib(pid);
+    drop(open);
+    Ok(after.saturating_sub(before) as f64 / n as f64)
+}
+
+/// CPU time (user + system) the process used so far, in ms.
+fn cpu_ms(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces): utime is the 12th, stime the 13th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    // Clock ticks are 100 per second on Linux.
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) * 10.0
 }
 
 fn rss_kib(pid: u32) -> u64 {
