@@ -29,6 +29,7 @@ pub struct Kubectl {
     server: String,
     home: Arc<Home>,
     flags: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
 }
 
 /// A private HOME, removed with the last [`Kubectl`] that uses it.
@@ -82,6 +83,7 @@ impl Kubectl {
             server: server.into(),
             home: Arc::new(Home(home)),
             flags: Vec::new(),
+            env: Vec::new(),
         }
     }
 
@@ -92,6 +94,13 @@ impl Kubectl {
         S: Into<OsString>,
     {
         self.flags.extend(flags.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets an environment variable for every run (client-go's
+    /// `KUBE_FEATURE_<gate>` toggles, say).
+    pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Kubectl {
+        self.env.push((key.into(), value.into()));
         self
     }
 
@@ -110,6 +119,7 @@ impl Kubectl {
             .args(args)
             .env("HOME", &self.home.0)
             .env("KUBECONFIG", self.home.0.join("kubeconfig"))
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

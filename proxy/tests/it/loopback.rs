@@ -408,3 +408,43 @@ async fn versions_from_before_a_restart_get_410_never_a_wrong_replay() {
     .await;
     assert_eq!(code, 410);
 }
+
+/// client-go's WatchList (on by default from 1.35, a feature toggle before):
+/// kubectl's informer opens `watch=true&sendInitialEvents=true&
+/// resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true` instead of a
+/// LIST, and must get its initial state and the end bookmark from the proxy
+/// (else client-go logs that it falls back to LIST/WATCH).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_with_client_go_watch_list_on_gets_its_state_as_a_stream() {
+    let env = env("bj-1", "v1").await;
+    let kubectl = Kubectl::new(&env.url).with_env("KUBE_FEATURE_WatchListClient", "true");
+    let out = kubectl
+        .run_async(
+            &[
+                "wait",
+                "--for=jsonpath={.metadata.labels.location}=beijing",
+                "node/bj-2",
+                "--timeout=20s",
+                "-v=6",
+            ],
+            "",
+        )
+        .await;
+    assert!(out.success, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.stdout.trim(), "node/bj-2 condition met");
+    let streamed = out.stderr.lines().any(|l| {
+        l.contains("sendInitialEvents=true")
+            && l.contains("resourceVersionMatch=NotOlderThan")
+            && l.contains("200 OK")
+    });
+    assert!(
+        streamed,
+        "no WatchList request answered 200:\n{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("falling back"),
+        "client-go fell back to LIST/WATCH:\n{}",
+        out.stderr
+    );
+}
