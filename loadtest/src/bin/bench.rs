@@ -31,6 +31,7 @@ use k8s_pb::apimachinery::pkg::runtime::Unknown;
 use prost::Message;
 use serde_json::{json, Value};
 use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
+use sitegrid_proxy::upstream::UpstreamObject;
 
 /// Flags.
 #[derive(Debug, Parser)]
@@ -156,6 +157,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
+    upstream_decode(&http, direct).await?;
     if let [json, pb] = &list_bodies[..] {
         println!(
             "\nDecoding the proxy's Endpoints list in a client (typed, k8s-openapi / k8s-pb): JSON {:.2} ms, protobuf {:.2} ms\n",
@@ -515,6 +517,67 @@ fn decode_pb_list(body: &[u8]) -> usize {
         .and_then(|r| Unknown::decode(r).ok())
         .and_then(|u| pb_core::EndpointsList::decode(u.raw.as_deref().unwrap_or_default()).ok())
         .map_or(0, |l| l.items.len())
+}
+
+/// What the proxy's sync costs to decode: the upstream's JSON lists as the
+/// proxy's reflectors decode them (objects kept raw, metadata parsed), and the
+/// same lists in protobuf (encoded here from the JSON, as kube-apiserver would
+/// send them) decoded with k8s-pb only, a lower bound for a protobuf upstream
+/// (which would still have to become JSON for the proxy's views).
+async fn upstream_decode(
+    http: &HttpClient,
+    direct: SocketAddr,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use sitegrid_apimachinery::protobuf;
+    println!("Decoding the upstream's full lists (the proxy's sync), best of 5:\n");
+    println!("| list | JSON bytes | JSON decode (proxy) | protobuf bytes | protobuf decode (k8s-pb only) |\n|---|---|---|---|---|");
+    for (path, kind) in [
+        ("/api/v1/endpoints", protobuf::Kind::Endpoints),
+        (
+            "/apis/discovery.k8s.io/v1/endpointslices",
+            protobuf::Kind::EndpointSliceV1,
+        ),
+    ] {
+        let (json, _) = time_lists(http, direct, path, None, 0).await?;
+        let list: Value = serde_json::from_slice(&json)?;
+        let items: Vec<Vec<u8>> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| protobuf::message(kind, i.to_string().as_bytes()))
+            .collect::<Result<_, _>>()?;
+        let meta = protobuf::list_meta("1", "", None);
+        let api_version = list["apiVersion"].as_str().unwrap_or("v1");
+        let list_kind = list["kind"].as_str().unwrap_or("List");
+        let pb = protobuf::list(
+            api_version,
+            list_kind,
+            &meta,
+            items.iter().map(Vec::as_slice),
+        );
+        let json_ms = decode_ms(|| {
+            serde_json::from_slice::<kube::core::ObjectList<UpstreamObject>>(&json)
+                .map_or(0, |l| l.items.len())
+        });
+        let pb_ms = decode_ms(|| {
+            let raw = pb.get(4..).and_then(|r| Unknown::decode(r).ok());
+            let raw = raw.and_then(|u| u.raw).unwrap_or_default();
+            match kind {
+                protobuf::Kind::Endpoints => {
+                    pb_core::EndpointsList::decode(raw.as_slice()).map_or(0, |l| l.items.len())
+                }
+                _ => k8s_pb::api::discovery::v1::EndpointSliceList::decode(raw.as_slice())
+                    .map_or(0, |l| l.items.len()),
+            }
+        });
+        println!(
+            "| `{path}` | {} | {json_ms:.2} ms | {} | {pb_ms:.2} ms |",
+            json.len(),
+            pb.len()
+        );
+    }
+    println!();
+    Ok(())
 }
 
 /// Opens `n` watches that nothing matches and returns what each adds to the
