@@ -218,3 +218,13 @@ pub fn summary(frames: &[Value]) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// The resourceVersion of a list (what a client watches from next).
+pub async fn list_rv(app: &Gateway, uri: &str) -> String {
+    let (code, list) = get_json(app, uri).await;
+    assert_eq!(code, 200, "{uri}: {list}");
+    list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{uri}: no resourceVersion in {list}"))
+        .to_owned()
+}

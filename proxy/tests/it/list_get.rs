@@ -233,11 +233,7 @@ async fn bad_continue_and_version_arguments_are_rejected_like_the_apiserver() {
 async fn exact_list_shows_the_past_state() {
     let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
     let app = app(cache, HandlerSettings::default());
-    let (_, before) = get_json(&app, "/api/v1/namespaces/default/endpoints").await;
-    let rv = before["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let rv = list_rv(&app, "/api/v1/namespaces/default/endpoints").await;
     p.handle(
         ResourceKind::Endpoints,
         W::Delete(endpoints("default", "plain-echo", &[], 40)),

@@ -369,11 +369,7 @@ async fn watch(app: &sitegrid_proxy::gateway::Gateway, uri: &str) -> Events {
 async fn protobuf_watches_carry_the_same_events_as_json_ones() {
     let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
     let app = app(cache, HandlerSettings::default());
-    let (_, list) = get_json(&app, "/api/v1/namespaces/default/endpoints").await;
-    let rv = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let rv = list_rv(&app, "/api/v1/namespaces/default/endpoints").await;
     let uri = format!("/api/v1/namespaces/default/endpoints?watch=1&resourceVersion={rv}&allowWatchBookmarks=true");
     let mut pb = watch(&app, &uri).await;
     let mut json = call(&app, &uri, None).await.into_body();

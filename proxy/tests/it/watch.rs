@@ -90,11 +90,7 @@ async fn watch_from_zero_starts_with_added_then_follows_live_changes() {
 async fn watch_resumes_from_a_resource_version_without_loss() {
     let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
     let app = app(cache, HandlerSettings::default());
-    let (_, list) = get_json(&app, "/api/v1/endpoints").await;
-    let rv = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let rv = list_rv(&app, "/api/v1/endpoints").await;
     // Changes while no watch is open (a client reconnecting).
     p.handle(
         ResourceKind::Endpoints,
@@ -221,11 +217,7 @@ async fn a_version_the_log_no_longer_holds_gets_a_410_error_event() {
         },
     );
     let app = app(cache, HandlerSettings::default());
-    let (_, list) = get_json(&app, "/api/v1/endpoints").await;
-    let rv = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let rv = list_rv(&app, "/api/v1/endpoints").await;
     for i in 0..3 {
         p.handle(
             ResourceKind::Endpoints,
@@ -275,11 +267,7 @@ async fn a_version_the_log_no_longer_holds_gets_a_410_error_event() {
 async fn bookmarks_arrive_when_the_resource_moved_and_timeout_ends_the_stream() {
     let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
     let app = app(cache, fast_bookmarks());
-    let (_, list) = get_json(&app, "/api/v1/namespaces/default/endpoints").await;
-    let rv = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let rv = list_rv(&app, "/api/v1/namespaces/default/endpoints").await;
     let uri = format!("/api/v1/namespaces/default/endpoints?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=12");
     let resp = call(&app, &uri, None).await;
     let mut body = resp.into_body();
@@ -412,11 +400,7 @@ async fn watch_options_are_defaulted_and_validated_as_kube_apiserver_does_with_w
 async fn send_initial_events_false_streams_only_what_changes() {
     let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
     let app = app(cache, HandlerSettings::default());
-    let (_, list) = get_json(&app, "/api/v1/nodes").await;
-    let rv = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let rv = list_rv(&app, "/api/v1/nodes").await;
     let mut from_now = call(
         &app,
         "/api/v1/nodes?watch=1&sendInitialEvents=false&resourceVersionMatch=NotOlderThan&timeoutSeconds=5",
@@ -480,11 +464,7 @@ async fn a_watch_list_for_a_version_the_proxy_has_not_reached_waits_then_ends_wi
 async fn label_selector_transitions_become_added_and_deleted() {
     let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
     let app = app(cache, HandlerSettings::default());
-    let (_, list) = get_json(&app, "/api/v1/endpoints").await;
-    let rv = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let rv = list_rv(&app, "/api/v1/endpoints").await;
     let resp = call(
         &app,
         &format!("/api/v1/endpoints?watch=1&labelSelector=superedge.io%2Fgrid-selector%3Dservicegrid-demo&resourceVersion={rv}"),
@@ -563,11 +543,7 @@ async fn a_slow_watcher_is_ended_with_410_while_a_fast_one_keeps_up() {
         },
     );
     let app = app(cache, HandlerSettings::default());
-    let (_, list) = get_json(&app, "/api/v1/endpoints").await;
-    let rv = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let rv = list_rv(&app, "/api/v1/endpoints").await;
     let uri = format!("/api/v1/endpoints?watch=1&resourceVersion={rv}");
     let mut slow = call(&app, &uri, None).await.into_body();
     let mut fast = call(&app, &uri, None).await.into_body();
