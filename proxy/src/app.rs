@@ -221,7 +221,8 @@ fn dispatch(
     gateway.clone().oneshot(boxed_request(req))
 }
 
-/// `/readyz`: ready once every cached kind is served.
+/// `/readyz`: ready once every wanted kind is served (Services and Nodes,
+/// and the endpoint kinds clients asked for).
 fn ready_check(cache: Cache) -> sitegrid_runtime::ops::ReadyCheck {
     Arc::new(move || {
         let pending = cache.readiness().pending();

@@ -47,6 +47,11 @@ pub struct ProxyArgs {
     /// (the oldest go first; a watch resuming from before them gets 410 and relists).
     #[arg(long, default_value_t = 2 << 20, value_parser = clap::value_parser!(u64).range(4096..))]
     pub event_log_bytes: u64,
+    /// List and watch Endpoints and EndpointSlices upstream only from the
+    /// first request for them (kube-proxy reads one of the two); `false`:
+    /// both from the start, and /readyz waits for both.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub on_demand: bool,
     /// Events a watcher may fall behind before it is ended with 410 Expired (the client relists).
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub watcher_buffer: u64,
@@ -98,6 +103,7 @@ impl ProxyArgs {
             log_capacity: self.event_log_size as usize,
             log_bytes: usize::try_from(self.event_log_bytes).unwrap_or(usize::MAX),
             watcher_buffer: self.watcher_buffer as usize,
+            on_demand: self.on_demand,
         };
         opts.handlers = HandlerSettings {
             watch: WatchSettings {

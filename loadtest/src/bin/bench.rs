@@ -102,7 +102,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         api.load(sample::synthetic(1, 1, 0, 0, "v1"));
         let up = api.serve("127.0.0.1:0".parse()?).await?;
         let (mut child, addr) = spawn_proxy(&proxy_bin, &up.url()).await?;
-        wait_served(&client(), addr).await?;
+        wait_served(&client(), addr, "/api/v1/services").await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
         let rss = rss_kib(child.id());
         let _ = child.kill();
@@ -122,8 +122,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let (mut child, proxy) = spawn_proxy(&proxy_bin, &up.url()).await?;
     let http = client();
-    wait_served(&http, proxy).await?;
+    // What kube-proxy (EndpointSlice mode) reads: Services, Nodes, EndpointSlices;
+    // Endpoints are reflected on demand, from the first request for them.
+    wait_served(&http, proxy, "/apis/discovery.k8s.io/v1/endpointslices").await?;
+    wait_served(&http, proxy, "/api/v1/services").await?;
     let sync_time = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let kube_proxy_rss = rss_kib(child.id());
+    wait_served(&http, proxy, "/api/v1/endpoints").await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let loaded_rss = rss_kib(child.id());
     let direct = up.local_addr();
@@ -160,7 +166,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     upstream_decode(&http, direct).await?;
     if let [json, pb] = &list_bodies[..] {
         println!(
-            "\nDecoding the proxy's Endpoints list in a client (typed, k8s-openapi / k8s-pb): JSON {:.2} ms, protobuf {:.2} ms\n",
+            "Decoding the proxy's Endpoints list in a client (typed, k8s-openapi / k8s-pb): JSON {:.2} ms, protobuf {:.2} ms\n",
             decode_ms(|| decode_json_list(json)),
             decode_ms(|| decode_pb_list(pb)),
         );
@@ -233,9 +239,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         idle_rss as f64 / 1024.0
     );
     println!(
-        "| cache loaded ({total} endpoints, {} services, synced in {:.0} ms) | {:.1} MiB |",
+        "| kube-proxy's kinds loaded ({total} endpoints in EndpointSlices, {} services, synced in {:.0} ms) | {:.1} MiB |",
         args.services,
         sync_time.as_secs_f64() * 1000.0,
+        kube_proxy_rss as f64 / 1024.0
+    );
+    println!(
+        "| every kind loaded (Endpoints too) | {:.1} MiB |",
         loaded_rss as f64 / 1024.0
     );
     println!(
@@ -284,13 +294,16 @@ fn free_port() -> std::io::Result<u16> {
         .port())
 }
 
+/// Waits until the proxy at `addr` answers a LIST of `path` (its first
+/// request for a kind also starts that kind's sync).
 async fn wait_served(
     http: &HttpClient,
     addr: SocketAddr,
+    path: &str,
 ) -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..600 {
         if let Ok(resp) = http
-            .get(format!("http://{addr}/api/v1/endpoints?limit=1").parse()?)
+            .get(format!("http://{addr}{path}?limit=1").parse()?)
             .await
         {
             let ok = resp.status() == 200;
@@ -529,7 +542,7 @@ async fn upstream_decode(
     direct: SocketAddr,
 ) -> Result<(), Box<dyn std::error::Error>> {
     use sitegrid_apimachinery::protobuf;
-    println!("Decoding the upstream's full lists (the proxy's sync), best of 5:\n");
+    println!("\nDecoding the upstream's full lists (the proxy's sync), best of 5:\n");
     println!("| list | JSON bytes | JSON decode (proxy) | protobuf bytes | protobuf decode (k8s-pb only) |\n|---|---|---|---|---|");
     for (path, kind) in [
         ("/api/v1/endpoints", protobuf::Kind::Endpoints),

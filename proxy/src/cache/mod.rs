@@ -44,6 +44,9 @@ pub struct CacheConfig {
     pub log_bytes: usize,
     /// Events a watcher may fall behind by before it is ended with 410.
     pub watcher_buffer: usize,
+    /// Endpoints and EndpointSlices are reflected from the first request for
+    /// them, not from the start (Services and Nodes always are).
+    pub on_demand: bool,
 }
 
 impl Default for CacheConfig {
@@ -52,6 +55,7 @@ impl Default for CacheConfig {
             log_capacity: 10_000,
             log_bytes: 2 << 20,
             watcher_buffer: 1_000,
+            on_demand: false,
         }
     }
 }
@@ -101,7 +105,11 @@ pub fn with_start_rv(config: CacheConfig, start_rv: u64) -> (Cache, WriterSlot) 
         }),
         clock: watch::channel(start_rv).0,
         start_rv,
-        readiness: Readiness::default(),
+        readiness: if config.on_demand {
+            Readiness::wanting(&[])
+        } else {
+            Readiness::default()
+        },
         slice_version: OnceLock::new(),
         watchers: Arc::default(),
         metrics: CacheMetrics::default(),

@@ -1,6 +1,7 @@
 //! Keeping the cache in sync with the API server: discover which
 //! EndpointSlice version it serves, start the writer, and run one upstream
-//! list/watch per kind feeding it. Runs until its task is dropped.
+//! list/watch per wanted kind feeding it (a kind wanted later starts then).
+//! Runs until its task is dropped.
 
 use std::time::Duration;
 
@@ -32,13 +33,15 @@ pub async fn run(client: kube::Client, slot: WriterSlot, local_node: String) {
     let mut tasks = JoinSet::new();
     tasks.spawn(writer.run(rx));
     for kind in ResourceKind::ALL {
-        tasks.spawn(reflect(
-            client.clone(),
-            kind,
-            slice_version,
-            tx.clone(),
-            cache.clone(),
-        ));
+        let (client, tx, cache) = (client.clone(), tx.clone(), cache.clone());
+        tasks.spawn(async move {
+            // On demand: nothing goes upstream for a kind no client asked for.
+            if !cache.readiness().is_wanted(kind) {
+                cache.readiness().wanted(kind).await;
+                info!(resource = %kind, "first request; syncing");
+            }
+            reflect(client, kind, slice_version, tx, cache).await
+        });
     }
     drop(tx);
     // Nothing here ends on its own; when one does, it is logged and the rest go on.

@@ -50,6 +50,7 @@ pub async fn handle(
     closing: &CancellationToken,
 ) -> Response<Body> {
     let kind = req.served.kind;
+    cache.readiness().want(kind);
     if !cache
         .readiness()
         .wait_served(kind, settings.sync_wait)

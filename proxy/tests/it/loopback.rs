@@ -448,3 +448,61 @@ async fn kubectl_with_client_go_watch_list_on_gets_its_state_as_a_stream() {
         out.stderr
     );
 }
+
+/// On demand (the binary's default): the proxy lists and watches Services and
+/// Nodes from the start and each endpoint kind from the first request for it;
+/// kube-proxy reads one of the two, so the other never costs the API server
+/// or the node anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoint_kinds_are_synced_from_the_first_request_for_them() {
+    let api = ApiServer::new(ApiServerConfig::default());
+    api.load(sample::two_sites("v1"));
+    let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let mut opts = ProxyOptions::new("bj-1", "127.0.0.1:0".parse().unwrap());
+    opts.cache.on_demand = true;
+    let proxy = start(kube::Config::new(upstream.url().parse().unwrap()), opts)
+        .await
+        .unwrap();
+    let url = format!("http://{}", proxy.local_addr);
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let mut ready = 0;
+    for _ in 0..200 {
+        let resp = client
+            .get(format!("{url}/readyz").parse().unwrap())
+            .await
+            .unwrap();
+        ready = resp.status().as_u16();
+        if ready == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(ready, 200, "ready with Services and Nodes synced");
+    let upstream_reads = |resource: &str| {
+        api.requests()
+            .iter()
+            .filter(|r| r.method == "GET" && r.path.ends_with(resource))
+            .count()
+    };
+    assert_eq!(upstream_reads("/endpoints"), 0);
+    assert_eq!(upstream_reads("/endpointslices"), 0);
+
+    // kube-proxy's first request: answered once its kind synced, and only it is watched.
+    let (code, list) = http_get(
+        &format!("{url}/apis/discovery.k8s.io/v1/endpointslices"),
+        false,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        slice_addresses(&list),
+        ["10.0.0.70", "10.0.1.72"],
+        "the first answer is already site-filtered"
+    );
+    assert!(upstream_reads("/endpointslices") > 0);
+    assert_eq!(upstream_reads("/endpoints"), 0);
+    assert_eq!(
+        api.open_watches().keys().cloned().collect::<Vec<_>>(),
+        ["endpointslices", "nodes", "services"]
+    );
+}
