@@ -78,8 +78,10 @@ pub struct RunningProxy {
     shutdown: CancellationToken,
     /// The serving loop: it ends after the grace period once `shutdown` is cancelled.
     server: JoinHandle<()>,
-    /// Everything else (sync, TLS reloads, the operator port): aborted when the proxy ends.
+    /// Everything else (TLS reloads, the operator port): aborted when the proxy ends.
     tasks: JoinSet<()>,
+    /// The upstream sync, on its own thread: stopped when the proxy ends.
+    _sync: cache::sync::SyncThread,
 }
 
 impl RunningProxy {
@@ -127,7 +129,6 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         .map(ReloadingTls::load)
         .transpose()?
         .map(Arc::new);
-    let client = kube::Client::try_from(config.clone())?;
     let passthrough = upstream(&config)?;
     let listener = serve::bind(opts.bind_address).await?;
     let local_addr = listener.local_addr()?;
@@ -136,7 +137,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
     let shutdown = CancellationToken::new();
     let mut tasks = JoinSet::new();
     let (cache, writer) = cache::new(opts.cache);
-    tasks.spawn(cache::sync::run(client, writer, opts.node_name.clone()));
+    let sync = cache::sync::SyncThread::start(config.clone(), writer, opts.node_name.clone())?;
     if let Some(tls) = &tls {
         tasks.spawn(tls.reloader(TLS_RELOAD_PERIOD));
     }
@@ -181,6 +182,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         shutdown,
         server,
         tasks,
+        _sync: sync,
     })
 }
 

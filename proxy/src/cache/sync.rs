@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::{sync::mpsc, task::JoinSet};
-use tracing::{debug, info, warn};
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::{debug, error, info, warn};
 
 use super::{
     kind::{ApiVersion, ResourceKind},
@@ -17,6 +18,73 @@ use crate::upstream::reflector;
 
 /// Events buffered between the reflectors and the writer.
 const WRITER_QUEUE: usize = 1024;
+
+/// The sync running on a thread of its own (a single-threaded runtime): the
+/// upstream lists are decoded, buffered and projected there, so the heap
+/// they pass through is one allocator arena, which the next list reuses,
+/// rather than one per serving thread, each keeping its share of the peak
+/// (4 MiB of RSS less with 10,000 endpoints, see loadtest/README.md).
+/// Stops when dropped.
+pub struct SyncThread {
+    _stop: DropGuard,
+}
+
+impl SyncThread {
+    /// Starts the sync of the cache behind `slot` for node `local_node` from
+    /// the API server `config` names; an error if the client cannot be built
+    /// from it (bad TLS material, say) or the thread cannot start.
+    pub fn start(
+        config: kube::Config,
+        slot: WriterSlot,
+        local_node: String,
+    ) -> Result<SyncThread, kube::Error> {
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        let (built_tx, built_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("sitegrid-sync".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        error!(error = %e, "cannot start the sync's runtime");
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    // The client (its connection pool) lives on this runtime.
+                    let client = match kube::Client::try_from(config) {
+                        Ok(client) => {
+                            let _ = built_tx.send(Ok(()));
+                            client
+                        }
+                        Err(e) => {
+                            let _ = built_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    tokio::select! {
+                        () = run(client, slot, local_node) => {}
+                        () = stopped.cancelled() => debug!("sync stopped"),
+                    }
+                });
+            });
+        if let Err(e) = thread {
+            error!(error = %e, "cannot start the sync thread");
+            return Err(kube::Error::Service(Box::new(e)));
+        }
+        // Building a client is quick and does no I/O: waiting here is brief.
+        match built_rx.recv() {
+            Ok(Err(e)) => Err(e),
+            _ => Ok(SyncThread {
+                _stop: stop.drop_guard(),
+            }),
+        }
+    }
+}
 
 /// Discovers the upstream (retrying until it answers), then keeps the cache
 /// in sync for node `local_node`. The reflectors and the writer live in a
