@@ -103,7 +103,9 @@ impl Store {
     }
 
     /// Applies a batch atomically: readers see all of it or none of it.
-    pub(super) fn commit(&self, changes: Vec<Change>) {
+    /// `logged: false` (the state before the resource is first served) keeps
+    /// no events for resume: a watch from before it gets 410.
+    pub(super) fn commit(&self, changes: Vec<Change>, logged: bool) {
         if changes.is_empty() {
             return;
         }
@@ -116,17 +118,21 @@ impl Store {
                 _ => st.objects.insert(key, change.object.clone()),
             };
             let event = Arc::new(Event::new(rv, change.event_type, change.object, prev));
-            let w = weight(&event);
-            while st.log.len() >= st.log_capacity
-                || (!st.log.is_empty() && st.log_bytes + w > st.log_bytes_limit)
-            {
-                let Some(old) = st.log.pop_front() else { break };
-                st.compacted_rv = old.rv;
-                st.log_bytes -= weight(&old);
-            }
-            st.log_bytes += w;
-            st.log.push_back(event.clone());
             st.last_rv = rv;
+            if logged {
+                let w = weight(&event);
+                while st.log.len() >= st.log_capacity
+                    || (!st.log.is_empty() && st.log_bytes + w > st.log_bytes_limit)
+                {
+                    let Some(old) = st.log.pop_front() else { break };
+                    st.compacted_rv = old.rv;
+                    st.log_bytes -= weight(&old);
+                }
+                st.log_bytes += w;
+                st.log.push_back(event.clone());
+            } else {
+                st.compacted_rv = rv;
+            }
             // No receiver is fine: nobody is watching. Sent under the lock so a
             // subscriber never misses or duplicates an event (see `subscribe`).
             let _ = self.live.send(event);

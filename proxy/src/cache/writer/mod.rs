@@ -253,9 +253,12 @@ impl Writer {
     fn commit(&mut self, batch: Batch) {
         let Batch { mut changes } = batch;
         for kind in ResourceKind::ALL {
+            // Before a kind is served nobody can hold one of its versions, so
+            // its first state needs no resume log.
+            let logged = self.cache.readiness().is_served(kind);
             self.cache
                 .store(kind)
-                .commit(std::mem::take(&mut changes[kind]));
+                .commit(std::mem::take(&mut changes[kind]), logged);
         }
         let last = self.next_rv - 1;
         self.cache.0.clock.send_if_modified(|cur| {
