@@ -1,7 +1,8 @@
 //! Listing and watching one resource of the API server.
 //!
-//! kube-runtime's watcher is the state machine: paginated LIST (500 per
-//! page), WATCH with bookmarks from the list's resourceVersion, resume from
+//! kube-runtime's watcher is the state machine: paginated LIST (100 per
+//! page: a page is the largest transient buffer of a sync, and a smaller one
+//! keeps the proxy's resident memory lower; see loadtest/README.md), WATCH with bookmarks from the list's resourceVersion, resume from
 //! the last seen version after a dropped connection, and a relist on 410 Gone
 //! announced as `Init … InitApply … InitDone`, which the cache's writer
 //! buffers and swaps in atomically. Errors are yielded (and retried with
@@ -22,7 +23,7 @@ pub type Item = Result<watcher::Event<UpstreamObject>, watcher::Error>;
 /// The endless list/watch stream of `resource`, across all namespaces.
 pub fn watch(client: Client, resource: &ApiResource) -> impl Stream<Item = Item> + Send + 'static {
     let api: Api<UpstreamObject> = Api::all_with(client, resource);
-    let config = watcher::Config::default().page_size(500);
+    let config = watcher::Config::default().page_size(100);
     watcher(api, config).default_backoff().boxed()
 }
 
