@@ -39,6 +39,11 @@ pub(crate) const VERBS: &[&str] = &[
 pub(crate) const DISCOVERY_GROUP: &str = "discovery.k8s.io";
 /// `events.k8s.io`.
 pub(crate) const EVENTS_GROUP: &str = "events.k8s.io";
+/// `apps`: StatefulSets, which sitegrid-dnsd reads.
+pub(crate) const APPS_GROUP: &str = "apps";
+/// `superedge.io`: the grid resources (served as kube-apiserver serves their
+/// CRDs: namespaced, with a status subresource, short names from the CRDs).
+pub(crate) const GRID_GROUP: &str = "superedge.io";
 
 impl ResourceType {
     #[allow(clippy::too_many_arguments)]
@@ -159,6 +164,36 @@ impl Resources {
                 &["ev"],
                 false,
             ),
+            r(
+                "statefulsets",
+                "statefulset",
+                "StatefulSet",
+                APPS_GROUP,
+                "v1",
+                true,
+                &["sts"],
+                true,
+            ),
+            r(
+                "statefulsetgrids",
+                "statefulsetgrid",
+                "StatefulSetGrid",
+                GRID_GROUP,
+                "v1",
+                true,
+                &["ssg"],
+                true,
+            ),
+            r(
+                "servicegrids",
+                "servicegrid",
+                "ServiceGrid",
+                GRID_GROUP,
+                "v1",
+                true,
+                &["sg"],
+                true,
+            ),
         ];
         for (i, r) in all.iter_mut().enumerate() {
             r.idx = i;
@@ -266,6 +301,14 @@ mod tests {
                 .map(|r| r.id.as_str()),
             Some("events.events.k8s.io")
         );
-        assert_eq!(r.groups(), vec![DISCOVERY_GROUP, EVENTS_GROUP]);
+        assert_eq!(
+            r.groups(),
+            vec![DISCOVERY_GROUP, EVENTS_GROUP, APPS_GROUP, GRID_GROUP]
+        );
+        assert_eq!(
+            r.by_kind("superedge.io/v1", "StatefulSetGrid")
+                .map(|r| r.id.as_str()),
+            Some("statefulsetgrids")
+        );
     }
 }

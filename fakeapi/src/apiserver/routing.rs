@@ -229,6 +229,7 @@ mod tests {
             route(&r, "/apis/discovery.k8s.io"),
             Route::Group("discovery.k8s.io".into())
         );
-        assert_eq!(route(&r, "/apis/apps"), Route::NotFound);
+        assert_eq!(route(&r, "/apis/apps"), Route::Group("apps".into()));
+        assert_eq!(route(&r, "/apis/batch"), Route::NotFound);
     }
 }

@@ -56,7 +56,10 @@ async fn core_and_group_discovery() {
         .iter()
         .map(|g| g["name"].as_str().unwrap())
         .collect();
-    assert_eq!(groups, ["discovery.k8s.io", "events.k8s.io"]);
+    assert_eq!(
+        groups,
+        ["discovery.k8s.io", "events.k8s.io", "apps", "superedge.io"]
+    );
     assert_eq!(
         apis["groups"][0]["preferredVersion"],
         json!({"groupVersion":"discovery.k8s.io/v1","version":"v1"})
@@ -73,7 +76,19 @@ async fn core_and_group_discovery() {
         .as_str()
         .unwrap()
         .starts_with("v1.20."));
-    assert_eq!(h.client.get("/apis/apps/v1").await.code(), 404);
+    // What sitegrid-dnsd reads: StatefulSets and the grids, as their CRDs serve them.
+    let apps = h.client.get("/apis/apps/v1").await.json();
+    assert_eq!(
+        resource(&apps, "statefulsets")["shortNames"],
+        json!(["sts"])
+    );
+    let grids = h.client.get("/apis/superedge.io/v1").await.json();
+    assert_eq!(
+        resource(&grids, "statefulsetgrids")["kind"],
+        "StatefulSetGrid"
+    );
+    assert_eq!(resource(&grids, "servicegrids")["namespaced"], true);
+    assert_eq!(h.client.get("/apis/batch/v1").await.code(), 404);
     assert_eq!(h.client.get("/healthz").await.body, "ok");
 }
 
