@@ -25,6 +25,12 @@ use crate::api::GridTemplates;
 pub const GRID_SELECTOR_LABEL: &str = "superedge.io/grid-selector";
 /// Label on every generated object: the grid's `gridUniqKey`.
 pub const GRID_UNIQ_KEY_LABEL: &str = "superedge.io/grid-uniq-key";
+/// Label on every per-site workload (Deployment, StatefulSet): the site it
+/// runs. Only on the workload's own metadata, never on its pod template, so
+/// adding it to an existing workload restarts no pod. sitegrid-dnsd selects
+/// the StatefulSets of its node's sites with it instead of watching every
+/// site's.
+pub const NODE_UNIT_LABEL: &str = "sitegrid.io/node-unit";
 /// Annotation on the generated Service: the JSON list of topology keys
 /// (`["<gridUniqKey>"]`) that keeps traffic inside a site.
 pub const TOPOLOGY_KEYS_ANNOTATION: &str = "topologyKeys";
@@ -93,8 +99,8 @@ pub trait Workload: Sized {
 }
 
 /// Renders one workload per site: picks each site's template, names the
-/// child `{grid}-{unit}` under the workload's rule, and pins its pods to the
-/// site (`nodeSelector[key] = unit`).
+/// child `{grid}-{unit}` under the workload's rule, labels it with its site
+/// ([`NODE_UNIT_LABEL`]) and pins its pods to the site (`nodeSelector[key] = unit`).
 fn render_sites<K, S, W>(
     grid: &K,
     spec: &S,
@@ -115,7 +121,11 @@ where
                     let name = name::child_name(&format!("{grid_name}-{unit}"), W::NAME_RULE);
                     let mut spec = template.clone();
                     pin_to_site(W::pod_template(&mut spec), key, unit);
-                    Ok(W::new(child_meta(grid, name, key)?, spec))
+                    let mut meta = child_meta(grid, name, key)?;
+                    meta.labels
+                        .get_or_insert_with(Default::default)
+                        .insert(NODE_UNIT_LABEL.to_owned(), unit.to_string());
+                    Ok(W::new(meta, spec))
                 }
                 Err(template) => Err(SiteError::UnknownTemplate {
                     unit: unit.clone(),

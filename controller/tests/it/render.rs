@@ -56,6 +56,7 @@ fn seed_deployment_grid_gives_one_deployment_per_site() {
         let expected_labels = labels(&[
             ("superedge.io/grid-selector", "deploymentgrid-demo"),
             ("superedge.io/grid-uniq-key", "location"),
+            ("sitegrid.io/node-unit", unit.as_str()),
         ]);
         assert_eq!(meta.labels.as_ref(), Some(&expected_labels));
         assert_eq!(
@@ -115,6 +116,7 @@ fn grid_labels_are_carried_and_grid_labels_win() {
         ("superedge.io/fed", "yes"),
         ("superedge.io/grid-selector", "deploymentgrid-demo"),
         ("superedge.io/grid-uniq-key", "zone"),
+        ("sitegrid.io/node-unit", "zone1"),
     ]);
     assert_eq!(meta.labels.as_ref(), Some(&expected));
 }
@@ -260,6 +262,11 @@ fn statefulsets_keep_the_shared_headless_service() {
         assert_eq!(spec.replicas, Some(3));
         let pod = spec.template.spec.as_ref().unwrap();
         assert_eq!(pod.node_selector, Some(labels(&[("zone", unit.as_str())])));
+        // The site label is on the StatefulSet only: the pod template is the
+        // grid's, so labelling an existing StatefulSet restarts no pod.
+        let sts_labels = sts.metadata.labels.as_ref().unwrap();
+        assert_eq!(sts_labels["sitegrid.io/node-unit"], unit.as_str());
+        assert_eq!(spec.template.metadata, grid.spec.template.template.metadata);
         assert_eq!(
             sts.metadata.owner_references,
             Some(vec![owner("StatefulSetGrid", "statefulsetgrid-demo")])
