@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the real peers of the end-to-end suite (see issue 4 and the
 # "Real peers" section of the architecture notes):
-#   - Debian packages: etcd, Go, iptables/conntrack/iproute2, socat, rsync, dnsmasq
+#   - Debian packages: etcd, Go, iptables/conntrack/iproute2, socat, rsync, dnsmasq, dig (dnsutils)
 #   - kube-apiserver, kube-controller-manager, kube-scheduler and kube-proxy
 #     1.20.2, built from Debian's `kubernetes` source package (the only
 #     Kubernetes source reachable: no network beyond the package registries).
@@ -32,7 +32,7 @@ install_packages() {
     # golang-github-modern-go-reflect2-dev: see replace_reflect2.
     # dpkg-dev: `apt-get source` wants it; rsync: `make gen_openapi` needs it.
     apt-get install -y -q --no-install-recommends \
-        etcd-server etcd-client golang-go iptables conntrack iproute2 socat rsync dnsmasq \
+        etcd-server etcd-client golang-go iptables conntrack iproute2 socat rsync dnsmasq dnsutils \
         golang-github-modern-go-reflect2-dev dpkg-dev make openssl curl ca-certificates
     if [[ -n $own_policy ]]; then rm -f /usr/sbin/policy-rc.d; fi
 }
