@@ -4,7 +4,6 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -53,13 +52,7 @@ async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
     let ready = health.clone();
     let operator = Operator::new(registry, Arc::new(move || ready.check()));
     let shutdown = sitegrid_runtime::cancel_on_signal();
-    let ops_task = tokio::spawn(serve::serve(
-        listener,
-        move |req| std::future::ready(Ok(operator.respond(&req))),
-        serve::Transport::Plain,
-        shutdown.clone(),
-        Duration::ZERO,
-    ));
+    let ops_task = operator.spawn(listener, shutdown.clone());
     tracing::info!(address = %args.bind_address, "serving /healthz, /livez, /readyz and /metrics");
     let options = Options {
         resync: args.resync_period,

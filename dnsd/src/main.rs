@@ -3,7 +3,6 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -53,13 +52,7 @@ async fn dnsd(cli: &Cli) -> anyhow::Result<()> {
     let check = Arc::clone(&ready);
     let operator = Operator::new(registry, Arc::new(move || check.check()));
     let shutdown = sitegrid_runtime::cancel_on_signal();
-    let ops = tokio::spawn(serve::serve(
-        listener,
-        move |req| std::future::ready(Ok(operator.respond(&req))),
-        serve::Transport::Plain,
-        shutdown.clone(),
-        Duration::ZERO,
-    ));
+    let ops = operator.spawn(listener, shutdown.clone());
     let node = cli.node_name();
     tracing::info!(
         %node,

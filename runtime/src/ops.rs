@@ -11,12 +11,16 @@
 //! with more read-only endpoints (the proxy's `/debug/*`) routes those itself.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use prometheus_client::registry::Registry;
 use sitegrid_apimachinery::Status;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::response::{status, text};
 
@@ -109,6 +113,19 @@ impl Operator {
                 ),
             )),
         }
+    }
+
+    /// Serves the endpoints alone on `listener` (plain HTTP, a task of its
+    /// own) until `shutdown`; what the controller and dnsd run on their
+    /// `--bind-address`.
+    pub fn spawn(self, listener: TcpListener, shutdown: CancellationToken) -> JoinHandle<()> {
+        tokio::spawn(crate::serve::serve(
+            listener,
+            move |req| std::future::ready(Ok(self.respond(&req))),
+            crate::serve::Transport::Plain,
+            shutdown,
+            Duration::ZERO,
+        ))
     }
 
     /// The registry in the OpenMetrics text format.
