@@ -2,7 +2,7 @@
 //!
 //! | resource | query | why |
 //! |---|---|---|
-//! | nodes (metadata only) | `metadata.name=<node>` | this node's labels: its site for each gridUniqKey |
+//! | nodes | `metadata.name=<node>` | this node's labels: its site for each gridUniqKey (only the metadata is kept) |
 //! | statefulsetgrids | all | which grids exist, their gridUniqKey (a grid is not per site) |
 //! | servicegrids | all | which Services are headless |
 //! | statefulsets | `superedge.io/grid-selector,sitegrid.io/node-unit in (<this node's sites>)` | replicas, serviceName and uid of this site's StatefulSets only |
