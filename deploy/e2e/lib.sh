@@ -250,3 +250,58 @@ install_controller_prereqs() {
     "$SITEGRID_E2E_ROOT/deploy/e2e/cluster.sh" cert sitegrid-controller /CN=sitegrid-controller
     "$SITEGRID_E2E_ROOT/deploy/e2e/cluster.sh" kubeconfig sitegrid-controller
 }
+
+# --- sitegrid-dnsd -----------------------------------------------------------------
+
+# install_dnsd_prereqs: deploy/dnsd/rbac.yaml, also bound to user sitegrid-dnsd, and
+# that user's certificate and kubeconfig (what start_dnsd runs with).
+install_dnsd_prereqs() {
+    local subject='[{"op":"add","path":"/subjects/-","value":{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"sitegrid-dnsd"}}]'
+    kubectl apply -f "$SITEGRID_E2E_ROOT/deploy/dnsd/rbac.yaml" >/dev/null
+    kubectl patch clusterrolebinding sitegrid-dnsd --type=json -p "$subject" >/dev/null
+    "$SITEGRID_E2E_ROOT/deploy/e2e/cluster.sh" cert sitegrid-dnsd /CN=sitegrid-dnsd
+    "$SITEGRID_E2E_ROOT/deploy/e2e/cluster.sh" kubeconfig sitegrid-dnsd
+}
+
+# start_dnsd NODE PORT [FLAGS...]: a sitegrid-dnsd for NODE with exactly the permissions of
+# deploy/dnsd/rbac.yaml (user sitegrid-dnsd), writing $SITEGRID_E2E_RUN/dnsd-NODE/hosts, with
+# /readyz etc. on 127.0.0.1:PORT; returns once it is ready (its first file written).
+# Tracked in group `dnsd`; its PID in $DNSD_PID_<NODE>.
+start_dnsd() {
+    local node=$1 port=$2 dir=$SITEGRID_E2E_RUN/dnsd-$1
+    shift 2
+    mkdir -p "$dir" && chmod 755 "$dir"
+    "$SITEGRID_DNSD_BIN" --kubeconfig "$SITEGRID_E2E_RUN/sitegrid-dnsd.kubeconfig" --hostname "$node" \
+        --hosts-file "$dir/hosts" --bind-address "127.0.0.1:$port" "$@" >"$SITEGRID_E2E_LOGS/dnsd-$node.log" 2>&1 &
+    track $! dnsd
+    eval "DNSD_PID_${node//-/_}=$!"
+    retry 30 curl -sf "http://127.0.0.1:$port/readyz" || fail "dnsd for $node is not ready (see $SITEGRID_E2E_LOGS/dnsd-$node.log)"
+}
+
+# start_dnsmasq DIR PORT: Debian's dnsmasq answering from the hosts files in DIR (re-read on
+# change, through inotify) on 127.0.0.1:PORT only: no upstream, no /etc/hosts, no DHCP, no
+# configuration file. Tracked in group `dnsd`.
+start_dnsmasq() {
+    dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts --pid-file \
+        --hostsdir="$1" --listen-address=127.0.0.1 --bind-interfaces --port="$2" \
+        --log-facility=- >>"$SITEGRID_E2E_LOGS/dnsmasq-$2.log" 2>&1 &
+    track $! dnsd
+    retry 10 dig +time=1 +tries=1 @127.0.0.1 -p "$2" probe.invalid || fail "dnsmasq on port $2 does not answer"
+}
+
+# run_bound_pod POD IP: play kubelet for POD (made by a controller, e.g. a StatefulSet's) once the
+# scheduler has bound it: Running and Ready at IP.
+run_bound_pod() {
+    local pod=$1 node host_ip
+    retry 60 bash -c "[[ -n \$(kubectl get pod $pod -o jsonpath='{.spec.nodeName}' 2>/dev/null) ]]" || fail "$pod never bound"
+    node=$(kubectl get pod "$pod" -o jsonpath='{.spec.nodeName}')
+    host_ip=$(kubectl get node "$node" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+    kubectl patch pod "$pod" --subresource=status --type=merge \
+        -p "$(pod_status "$host_ip" "$2" True "$(date -u +%Y-%m-%dT%H:%M:%SZ)")" >/dev/null
+}
+
+# dig_ips PORT NAME: the sorted A answers for NAME from the DNS server on 127.0.0.1:PORT, space-separated.
+dig_ips() { dig +short +time=1 +tries=1 @127.0.0.1 -p "$1" "$2" A | sort -V | paste -sd' '; }
+
+# hosts_records FILE: how many records (non-comment lines) a hosts file has.
+hosts_records() { awk '!/^#/ {n++} END {print n + 0}' "$1"; }
