@@ -1,5 +1,5 @@
 # The one harness of the real-cluster suite (run.sh) and its figure scripts
-# (controller-figures.sh, latency.sh), also used by cluster.sh and sample.sh:
+# (controller-figures.sh, latency.sh, dnsd-figures.sh), also used by cluster.sh and sample.sh:
 # messages, one bounded retry, process tracking, and the bring-up and cleanup
 # of a control plane with the two-site sample. Sourced, never run.
 # shellcheck shell=bash
