@@ -187,6 +187,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or("default")
         .to_owned();
     let mut wire = Vec::new();
+    // The proxy's RSS after each run: the upstream's changes reach the
+    // proxy's resume log in every run, its watchers only in the last two.
+    let mut run_rss = Vec::new();
     for (name, addr, accept) in [
         ("direct", direct, None),
         ("proxy", proxy, None),
@@ -203,6 +206,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ms(pct(lat, 99.0)),
             ms(pct(lat, 100.0))
         );
+        run_rss.push((name, rss_kib(child.id())));
         if name != "direct" {
             wire.push((name, run, cpu));
         }
@@ -227,7 +231,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             decode / first_events * 1000.0
         );
     }
-    let after_rss = rss_kib(child.id());
     let idle_watch_kib = idle_watchers(&proxy, child.id(), args.idle_watchers).await?;
     let _ = child.kill();
     let _ = child.wait();
@@ -248,12 +251,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "| every kind loaded (Endpoints too) | {:.1} MiB |",
         loaded_rss as f64 / 1024.0
     );
-    println!(
-        "| after the propagation runs ({} changes, {} watchers each, all closed) | {:.1} MiB |",
-        3 * args.changes,
-        args.watchers,
-        after_rss as f64 / 1024.0
-    );
+    for (i, (name, rss)) in run_rss.iter().enumerate() {
+        println!(
+            "| after {} changes (run {}, {name}, {} watchers, closed) | {:.1} MiB |",
+            (i + 1) * args.changes,
+            i + 1,
+            args.watchers,
+            *rss as f64 / 1024.0
+        );
+    }
     println!(
         "| per idle watch ({} open) | {:.1} KiB |",
         args.idle_watchers, idle_watch_kib

@@ -56,7 +56,7 @@ impl SyncThread {
                 };
                 runtime.block_on(async move {
                     // The client (its connection pool) lives on this runtime.
-                    let client = match kube::Client::try_from(config) {
+                    let client = match crate::upstream::client::reflector_client(&config) {
                         Ok(client) => {
                             let _ = built_tx.send(Ok(()));
                             client
