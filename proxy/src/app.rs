@@ -23,7 +23,8 @@ use crate::{
     handlers::HandlerSettings,
     http::tls::{ReloadingTls, TlsError, TlsFiles},
     ops::Ops,
-    upstream::upstream,
+    passthrough::{AnonymousPassthrough, Passthrough},
+    upstream::{upstream, upstream_without_credentials},
 };
 
 /// What a proxy is started with besides its upstream client.
@@ -39,6 +40,8 @@ pub struct ProxyOptions {
     pub handlers: HandlerSettings,
     /// Largest passthrough request body.
     pub max_body: usize,
+    /// What passthrough requests without credentials may do.
+    pub anonymous_passthrough: AnonymousPassthrough,
     /// How long open requests may finish after shutdown starts.
     pub grace: Duration,
     /// Concurrency bounds.
@@ -60,6 +63,7 @@ impl ProxyOptions {
             cache: CacheConfig::default(),
             handlers: HandlerSettings::default(),
             max_body: 3 * 1024 * 1024,
+            anonymous_passthrough: AnonymousPassthrough::default(),
             grace: Duration::from_secs(10),
             limits: Limits::default(),
             tls: None,
@@ -129,7 +133,13 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         .map(ReloadingTls::load)
         .transpose()?
         .map(Arc::new);
-    let passthrough = upstream(&config)?;
+    let passthrough = Passthrough::new(
+        upstream(&config)?,
+        upstream_without_credentials(&config)?,
+        opts.anonymous_passthrough,
+        opts.node_name.clone(),
+        opts.max_body,
+    );
     let listener = serve::bind(opts.bind_address).await?;
     let local_addr = listener.local_addr()?;
     info!(node = %opts.node_name, %local_addr, "sitegrid-proxy starting");
@@ -161,8 +171,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
     let gateway = gateway::build(GatewayConfig {
         cache: cache.clone(),
         settings: opts.handlers,
-        upstream: Some(passthrough),
-        max_body: opts.max_body,
+        passthrough: Some(passthrough),
         ops: ops_here,
         limits: opts.limits,
         metrics,

@@ -14,6 +14,7 @@ use crate::{
     gateway::Limits,
     handlers::{HandlerSettings, WatchSettings},
     http::tls::TlsFiles,
+    passthrough::AnonymousPassthrough,
 };
 
 /// sitegrid-proxy: serves kube-proxy (and other informers) services,
@@ -58,6 +59,13 @@ pub struct ProxyArgs {
     /// Time between BOOKMARK events on watches that allow them (Go-style duration; a bare number is seconds).
     #[arg(long, default_value = "60s", value_parser = parse_positive_duration)]
     pub bookmark_interval: Duration,
+    /// What a passed-through request without credentials (no bearer token, no
+    /// client certificate signed by --ca-file) may do with the proxy's
+    /// identity: `kube-proxy` = discovery, /version, Events and reading this
+    /// node's Node, 403 for anything else; `all` = whatever the proxy may.
+    /// Requests with credentials always run as their caller.
+    #[arg(long, value_enum, default_value_t = AnonymousPassthrough::KubeProxy)]
+    pub anonymous_passthrough: AnonymousPassthrough,
     /// Largest request body passed through, in bytes (larger: 413).
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -112,6 +120,7 @@ impl ProxyArgs {
             ..HandlerSettings::default()
         };
         opts.max_body = self.max_body_bytes;
+        opts.anonymous_passthrough = self.anonymous_passthrough;
         opts.grace = self.shutdown_grace_period;
         opts.tls = self.tls_files();
         opts.debug = self.debug;

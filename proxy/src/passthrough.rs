@@ -1,12 +1,29 @@
 //! Passthrough: every request the cache does not serve goes to the API server
-//! through the pooled upstream client, with the proxy's own credentials, and
-//! the answer streams back unchanged (status, headers, body; watches of other
-//! kinds included).
+//! and the answer streams back unchanged (status, headers, body; watches of
+//! other kinds included) — as whom depends on the caller, so that a local
+//! client never gets more than it could do on its own:
+//!
+//! - with its own `Authorization` (a bearer token, say): forwarded with it
+//!   and none of the proxy's credentials; the API server authorizes the
+//!   caller;
+//! - with a client certificate the proxy verified (`--ca-file`): with the
+//!   proxy's credentials and `Impersonate-User`/`Impersonate-Group` naming
+//!   the certificate's CN and O (the proxy's RBAC limits whom it may
+//!   impersonate); the API server authorizes that user;
+//! - with neither: with the proxy's credentials, but only for what kube-proxy
+//!   needs ([`kube_proxy_needs`]: discovery, `/version`, Events, its own
+//!   Node); anything else gets 403 naming `--anonymous-passthrough=all`,
+//!   which widens it to everything the proxy may do.
+//!
+//! A caller's own `Impersonate-*` headers travel only with its own
+//! credentials (the API server checks its right to impersonate); they are
+//! dropped otherwise.
 
 use bytes::Bytes;
-use http::{header, HeaderName, Request, Response};
+use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
 use http_body_util::{LengthLimitError, Limited};
 use sitegrid_apimachinery::Status;
+use sitegrid_runtime::serve::PeerCertificates;
 use tower::ServiceExt;
 use tracing::warn;
 
@@ -15,9 +32,8 @@ use crate::{
     upstream::Upstream,
 };
 
-/// Hop-by-hop headers (RFC 9110 §7.6.1) and the client's own credentials,
-/// which must not travel upstream: the proxy authenticates as itself.
-const DROPPED: [HeaderName; 8] = [
+/// Hop-by-hop headers (RFC 9110 §7.6.1): never forwarded.
+const HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     header::HOST,
     header::TE,
@@ -25,56 +41,251 @@ const DROPPED: [HeaderName; 8] = [
     header::TRANSFER_ENCODING,
     header::UPGRADE,
     header::PROXY_AUTHORIZATION,
-    header::AUTHORIZATION,
 ];
 
-/// Forwards `req` upstream, streaming the body (at most `max_body` bytes: 413 beyond).
-pub async fn forward<B>(upstream: &Upstream, req: Request<B>, max_body: usize) -> Response<Body>
-where
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max_body as u64) {
-        return too_large(max_body);
-    }
-    let (mut parts, body) = req.into_parts();
-    // The downstream protocol (HTTP/2 from kube-proxy over TLS, say) says
-    // nothing about the upstream connection's: the pooled client picks its own.
-    parts.version = http::Version::default();
-    for h in DROPPED {
-        parts.headers.remove(h);
-    }
-    parts.uri = match parts
-        .uri
-        .path_and_query()
-        .map(|p| p.as_str())
-        .unwrap_or("/")
-        .parse()
-    {
-        Ok(uri) => uri,
-        Err(_) => return response::status(&Status::bad_request("invalid request path")),
-    };
-    // Undeclared (chunked) bodies are cut off at the limit while streaming.
-    let body = Body::new(Limited::new(body, max_body));
-    match upstream
-        .clone()
-        .oneshot(Request::from_parts(parts, body))
-        .await
-    {
-        Ok(resp) => resp.map(Body::new),
-        Err(err) if is_length_limit(&*err) => too_large(max_body),
-        Err(err) => {
-            warn!(error = %err, "upstream unreachable for passthrough");
-            response::status(&Status::service_unavailable(
-                format!("sitegrid-proxy cannot reach the API server: {err}"),
-                1,
-            ))
+/// The flag that lets requests without credentials do everything the proxy may.
+pub const WIDEN_FLAG: &str = "--anonymous-passthrough=all";
+
+/// What a request without credentials may do with the proxy's identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum AnonymousPassthrough {
+    /// What kube-proxy needs: discovery, `/version`, creating and patching
+    /// Events, reading its own Node.
+    #[default]
+    KubeProxy,
+    /// Everything the proxy's own credentials allow (any process on the node
+    /// can then act as the proxy).
+    All,
+}
+
+/// The passthrough branch: two upstream clients and the rule between them.
+#[derive(Clone)]
+pub struct Passthrough {
+    /// With the proxy's credentials.
+    proxy: Upstream,
+    /// Without them: for requests that carry their own.
+    caller: Upstream,
+    anonymous: AnonymousPassthrough,
+    /// This node: the one Node a request without credentials may read.
+    node: String,
+    max_body: usize,
+}
+
+/// Who a request runs as upstream.
+#[derive(Debug, PartialEq, Eq)]
+enum Caller {
+    /// It carries its own credentials.
+    Own,
+    /// The proxy verified its client certificate: this user and groups.
+    Certificate { user: String, groups: Vec<String> },
+    /// Nothing: the proxy's identity, within [`AnonymousPassthrough`].
+    Anonymous,
+}
+
+impl Passthrough {
+    /// `proxy` carries the proxy's credentials, `caller` none; `node` is
+    /// the local node; bodies above `max_body` bytes get 413.
+    pub fn new(
+        proxy: Upstream,
+        caller: Upstream,
+        anonymous: AnonymousPassthrough,
+        node: impl Into<String>,
+        max_body: usize,
+    ) -> Passthrough {
+        Passthrough {
+            proxy,
+            caller,
+            anonymous,
+            node: node.into(),
+            max_body,
         }
     }
+
+    /// Forwards `req` upstream as its caller, streaming the body.
+    pub async fn forward<B>(&self, req: Request<B>) -> Response<Body>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.max_body as u64) {
+            return too_large(self.max_body);
+        }
+        let (mut parts, body) = req.into_parts();
+        let caller = caller_of(&parts.headers, parts.extensions.get::<PeerCertificates>());
+        if caller == Caller::Anonymous
+            && self.anonymous == AnonymousPassthrough::KubeProxy
+            && !kube_proxy_needs(&parts.method, parts.uri.path(), &self.node)
+        {
+            return response::status(&forbidden(&parts.method, parts.uri.path(), &self.node));
+        }
+        // The downstream protocol (HTTP/2 from kube-proxy over TLS, say) says
+        // nothing about the upstream connection's: the pooled client picks its own.
+        parts.version = http::Version::default();
+        for h in HOP_BY_HOP {
+            parts.headers.remove(h);
+        }
+        let upstream = match &caller {
+            Caller::Own => &self.caller,
+            Caller::Certificate { user, groups } => {
+                strip_caller_credentials(&mut parts.headers);
+                if let Err(status) = impersonate(&mut parts.headers, user, groups) {
+                    return response::status(&status);
+                }
+                &self.proxy
+            }
+            Caller::Anonymous => {
+                strip_caller_credentials(&mut parts.headers);
+                &self.proxy
+            }
+        };
+        parts.uri = match parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/")
+            .parse()
+        {
+            Ok(uri) => uri,
+            Err(_) => return response::status(&Status::bad_request("invalid request path")),
+        };
+        // Undeclared (chunked) bodies are cut off at the limit while streaming.
+        let body = Body::new(Limited::new(body, self.max_body));
+        match upstream
+            .clone()
+            .oneshot(Request::from_parts(parts, body))
+            .await
+        {
+            Ok(resp) => resp.map(Body::new),
+            Err(err) if is_length_limit(&*err) => too_large(self.max_body),
+            Err(err) => {
+                warn!(error = %err, "upstream unreachable for passthrough");
+                response::status(&Status::service_unavailable(
+                    format!("sitegrid-proxy cannot reach the API server: {err}"),
+                    1,
+                ))
+            }
+        }
+    }
+}
+
+/// Who sent a request: its own `Authorization` first, then a verified
+/// client certificate with a user in its CN.
+fn caller_of(headers: &HeaderMap, peer: Option<&PeerCertificates>) -> Caller {
+    if headers.contains_key(header::AUTHORIZATION) {
+        return Caller::Own;
+    }
+    match peer
+        .and_then(|p| p.0.first())
+        .and_then(|leaf| user_of(leaf))
+    {
+        Some((user, groups)) => Caller::Certificate { user, groups },
+        None => Caller::Anonymous,
+    }
+}
+
+/// The user (CN) and groups (O) of a certificate, as kube-apiserver reads
+/// them; `None` without a CN.
+fn user_of(der: &[u8]) -> Option<(String, Vec<String>)> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let user = subject
+        .iter_common_name()
+        .find_map(|a| a.as_str().ok())
+        .filter(|cn| !cn.is_empty())?
+        .to_owned();
+    let groups = subject
+        .iter_organization()
+        .filter_map(|a| a.as_str().ok().map(str::to_owned))
+        .collect();
+    Some((user, groups))
+}
+
+/// Drops what a caller could use to speak for someone else through the
+/// proxy's identity: `Authorization` and every `Impersonate-*` header.
+fn strip_caller_credentials(headers: &mut HeaderMap) {
+    headers.remove(header::AUTHORIZATION);
+    let impersonating: Vec<HeaderName> = headers
+        .keys()
+        .filter(|k| k.as_str().starts_with("impersonate-"))
+        .cloned()
+        .collect();
+    for k in impersonating {
+        headers.remove(k);
+    }
+}
+
+/// Adds the impersonation headers for `user` in `groups`.
+fn impersonate(headers: &mut HeaderMap, user: &str, groups: &[String]) -> Result<(), Status> {
+    let value = |v: &str| {
+        HeaderValue::from_str(v).map_err(|_| {
+            Status::bad_request(format!(
+                "the client certificate's subject {v:?} cannot be sent as an Impersonate header"
+            ))
+        })
+    };
+    headers.insert("impersonate-user", value(user)?);
+    for g in groups {
+        headers.append("impersonate-group", value(g)?);
+    }
+    Ok(())
+}
+
+/// Whether a request without credentials is one kube-proxy makes: discovery,
+/// `/version` and the API server's health (GET; public in kube-apiserver
+/// too), Events created or patched (core v1 and
+/// events.k8s.io), and a GET of this node's own Node.
+pub fn kube_proxy_needs(method: &Method, path: &str, node: &str) -> bool {
+    let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
+    // Nothing that a server could read as another path.
+    if segments
+        .iter()
+        .any(|s| *s == "." || *s == ".." || s.contains('%'))
+    {
+        return false;
+    }
+    let events_api = |group: &str, version: &str| {
+        group == "events.k8s.io" && matches!(version, "v1" | "v1beta1")
+    };
+    match (method.as_str(), segments.as_slice()) {
+        (
+            "GET",
+            ["version"]
+            | ["healthz"]
+            | ["livez"]
+            | ["readyz"]
+            | ["api"]
+            | ["api", "v1"]
+            | ["apis"]
+            | ["apis", _]
+            | ["apis", _, _],
+        ) => true,
+        ("GET", ["api", "v1", "nodes", name]) => *name == node,
+        ("POST", ["api", "v1", "namespaces", _, "events"]) => true,
+        ("PATCH", ["api", "v1", "namespaces", _, "events", _]) => true,
+        ("POST", ["apis", group, version, "namespaces", _, "events"]) => events_api(group, version),
+        ("PATCH", ["apis", group, version, "namespaces", _, "events", _]) => {
+            events_api(group, version)
+        }
+        _ => false,
+    }
+}
+
+/// 403 for a request without credentials outside what kube-proxy needs.
+fn forbidden(method: &Method, path: &str, node: &str) -> Status {
+    Status::failure(
+        403,
+        Some("Forbidden"),
+        format!(
+            "forbidden: sitegrid-proxy passes requests without credentials to the API server only for what \
+             kube-proxy needs (discovery, /version, Events, GET of Node {node}), not {method} {path}: send your \
+             own credentials (a bearer token, or a client certificate signed by the proxy's --ca-file), or \
+             start the proxy with {WIDEN_FLAG}"
+        ),
+    )
 }
 
 fn too_large(max_body: usize) -> Response<Body> {
@@ -93,4 +304,110 @@ fn is_length_limit(err: &(dyn std::error::Error + 'static)) -> bool {
         cur = e.source();
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kube_proxy_needs_discovery_events_and_its_own_node_only() {
+        let get = Method::GET;
+        for path in [
+            "/version",
+            "/healthz",
+            "/api",
+            "/api/v1",
+            "/apis",
+            "/apis/discovery.k8s.io",
+            "/apis/discovery.k8s.io/v1beta1",
+            "/api/v1/nodes/bj-1",
+        ] {
+            assert!(kube_proxy_needs(&get, path, "bj-1"), "GET {path}");
+        }
+        for (method, path) in [
+            (Method::POST, "/api/v1/namespaces/default/events"),
+            (Method::PATCH, "/api/v1/namespaces/default/events/bj-1.16f0"),
+            (
+                Method::POST,
+                "/apis/events.k8s.io/v1/namespaces/default/events",
+            ),
+            (
+                Method::PATCH,
+                "/apis/events.k8s.io/v1beta1/namespaces/kube-system/events/x",
+            ),
+        ] {
+            assert!(kube_proxy_needs(&method, path, "bj-1"), "{method} {path}");
+        }
+        for (method, path) in [
+            (Method::GET, "/api/v1/nodes/gz-1"),
+            (Method::GET, "/api/v1/namespaces/kube-system/secrets"),
+            (Method::GET, "/api/v1/secrets"),
+            (Method::DELETE, "/api/v1/namespaces/default/services/x"),
+            (Method::DELETE, "/api/v1/namespaces/default/events/x"),
+            (Method::PUT, "/api/v1/namespaces/default/events/x"),
+            (Method::POST, "/api/v1/namespaces/default/pods"),
+            (Method::PATCH, "/api/v1/nodes/bj-1"),
+            (Method::POST, "/apis/apps/v1/namespaces/default/events"),
+            (
+                Method::PATCH,
+                "/api/v1/namespaces/default/events/../secrets/x",
+            ),
+            (Method::GET, "/api/v1/nodes/bj-1/proxy"),
+            (Method::GET, "/api/v1/nodes/%62j-1"),
+            (Method::GET, "/apis/apps/v1/deployments"),
+        ] {
+            assert!(!kube_proxy_needs(&method, path, "bj-1"), "{method} {path}");
+        }
+    }
+
+    #[test]
+    fn the_caller_is_its_token_then_its_certificate_then_nobody() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(caller_of(&headers, None), Caller::Anonymous);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::default();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "edge-admins");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "alice");
+        let cert = params.self_signed(&key).unwrap();
+        let peer = PeerCertificates(std::sync::Arc::new(vec![cert.der().clone()]));
+        assert_eq!(
+            caller_of(&headers, Some(&peer)),
+            Caller::Certificate {
+                user: "alice".into(),
+                groups: vec!["edge-admins".into()]
+            }
+        );
+        headers.insert(header::AUTHORIZATION, "Bearer t".parse().unwrap());
+        assert_eq!(caller_of(&headers, Some(&peer)), Caller::Own);
+    }
+
+    #[test]
+    fn a_caller_cannot_smuggle_credentials_or_impersonation_through_the_proxy_identity() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, "Bearer stolen".parse().unwrap());
+        headers.insert("impersonate-user", "system:admin".parse().unwrap());
+        headers.append("impersonate-group", "system:masters".parse().unwrap());
+        headers.insert("impersonate-extra-scopes", "x".parse().unwrap());
+        headers.insert(header::ACCEPT, "application/json".parse().unwrap());
+        strip_caller_credentials(&mut headers);
+        impersonate(&mut headers, "alice", &["edge-admins".into()]).unwrap();
+        let mut left: Vec<(String, String)> = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                ("accept".to_owned(), "application/json".to_owned()),
+                ("impersonate-group".to_owned(), "edge-admins".to_owned()),
+                ("impersonate-user".to_owned(), "alice".to_owned()),
+            ]
+        );
+    }
 }

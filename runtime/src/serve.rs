@@ -29,6 +29,11 @@ pub enum Transport {
     Tls(Arc<dyn Fn() -> tokio_rustls::TlsAcceptor + Send + Sync>),
 }
 
+/// The certificate a TLS client presented and the acceptor verified (leaf
+/// first), in the extensions of each request on that connection.
+#[derive(Clone, Debug)]
+pub struct PeerCertificates(pub Arc<Vec<tokio_rustls::rustls::pki_types::CertificateDer<'static>>>);
+
 /// Binds a listener, with the address in the error.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr)
@@ -68,18 +73,31 @@ pub async fn serve<S, B, F>(
         if let Err(err) = stream.set_nodelay(true) {
             debug!(%peer, error = %err, "TCP_NODELAY");
         }
-        let svc = hyper::service::service_fn(service.clone());
+        let service = service.clone();
         let builder = builder.clone();
         let watcher = graceful.watcher();
         let transport = transport.clone();
         tokio::spawn(async move {
             let served = match transport {
                 Transport::Plain => {
+                    let svc = hyper::service::service_fn(service);
                     let conn = builder.serve_connection(TokioIo::new(stream), svc);
                     watcher.watch(conn.into_owned()).await
                 }
                 Transport::Tls(acceptor) => match acceptor().accept(stream).await {
                     Ok(tls) => {
+                        let peer = tls
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .filter(|certs| !certs.is_empty())
+                            .map(|certs| PeerCertificates(Arc::new(certs.to_vec())));
+                        let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+                            if let Some(peer) = &peer {
+                                req.extensions_mut().insert(peer.clone());
+                            }
+                            service(req)
+                        });
                         let conn = builder.serve_connection(TokioIo::new(tls), svc);
                         watcher.watch(conn.into_owned()).await
                     }

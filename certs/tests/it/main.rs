@@ -2,7 +2,8 @@
 //! proxy's serving certificate, kube-proxy's client certificate and its
 //! kubeconfig; a sitegrid-proxy started with those files serves the real
 //! kubectl that uses the kubeconfig, embedded or as mounted Secret files,
-//! and refuses a client certificate from another CA.
+//! and refuses a client certificate from another CA; what it passes through
+//! runs as the certificate's user (impersonated).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -88,9 +89,10 @@ async fn the_proxy_serves_kubectl_with_the_generated_kubeconfig_and_refuses_anot
         key: pki.join("server.key"),
         client_ca: Some(pki.join("ca.crt")),
     });
-    let proxy = start(kube::Config::new(upstream.url().parse().unwrap()), opts)
-        .await
-        .unwrap();
+    // The proxy's own credentials (as from its ServiceAccount).
+    let mut config = kube::Config::new(upstream.url().parse().unwrap());
+    config.auth_info.token = Some("proxy-token".to_owned().into());
+    let proxy = start(config, opts).await.unwrap();
     while !proxy.cache.readiness().is_ready() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -149,6 +151,33 @@ async fn the_proxy_serves_kubectl_with_the_generated_kubeconfig_and_refuses_anot
     let by_path = pki.join("kube-proxy.kubeconfig");
     assert!(!std::fs::read_to_string(&by_path).unwrap().contains("-data"));
     assert_eq!(ips(&kubectl(&by_path)).await, ["10.0.0.139", "10.0.1.8"]);
+
+    // Passed through (a kind the proxy does not cache), a request runs as
+    // the certificate's user and group: the proxy impersonates them.
+    certs_ok(&pki, &["client", "alice", "--group", "edge-admins"]);
+    certs_ok(&pki, &["kubeconfig", "alice", "--server", &server]);
+    let alice = kubectl(&pki.join("alice.kubeconfig"));
+    alice
+        .ok_async(&["get", "configmaps", "-n", "kube-system"])
+        .await;
+    let sent: Vec<Vec<(String, String)>> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/api/v1/namespaces/kube-system/configmaps")
+        .map(|mut r| {
+            r.credentials.sort();
+            r.credentials
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("authorization", "Bearer proxy-token"),
+        ("impersonate-group", "edge-admins"),
+        ("impersonate-user", "alice"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(sent, [expected]);
 
     // A client certificate from another CA (trusting our server) is refused.
     let other = scratch.0.join("other");

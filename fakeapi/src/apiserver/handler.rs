@@ -42,6 +42,19 @@ where
         method: req.method().to_string(),
         path: req.uri().path().to_owned(),
         query: req.uri().query().unwrap_or("").to_owned(),
+        credentials: req
+            .headers()
+            .iter()
+            .filter(|(k, _)| {
+                *k == http::header::AUTHORIZATION || k.as_str().starts_with("impersonate-")
+            })
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
     });
     Ok(match dispatch(&shared, req).await {
         Ok(resp) => resp,

@@ -76,6 +76,10 @@ pub struct RequestRecord {
     pub path: String,
     /// The raw (still percent-encoded) query, empty if none.
     pub query: String,
+    /// Who the request claims to be: its `Authorization` and `Impersonate-*`
+    /// headers (names lower-case), in the order received. This server
+    /// authorizes nothing; tests read who a proxy sent a request as.
+    pub credentials: Vec<(String, String)>,
 }
 
 /// State shared by the handle, the HTTP handlers and the watch streams.

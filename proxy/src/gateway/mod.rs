@@ -16,7 +16,7 @@ pub use metrics::RequestMetrics;
 pub use route::{classify, Route, RouteConfig};
 pub use stack::{build, Gateway, Limits};
 
-use crate::{cache::Cache, handlers::HandlerSettings, ops::Ops, upstream::Upstream};
+use crate::{cache::Cache, handlers::HandlerSettings, ops::Ops, passthrough::Passthrough};
 
 /// What the stack is built from.
 pub struct GatewayConfig {
@@ -24,10 +24,8 @@ pub struct GatewayConfig {
     pub cache: Cache,
     /// Handler settings.
     pub settings: HandlerSettings,
-    /// The pooled upstream client for passthrough (None: 404 for everything not cached).
-    pub upstream: Option<Upstream>,
-    /// The largest request body passthrough accepts.
-    pub max_body: usize,
+    /// Passthrough to the API server (None: 404 for everything not cached).
+    pub passthrough: Option<Passthrough>,
     /// The operator endpoints, when served on this port.
     pub ops: Option<Ops>,
     /// Concurrency bounds.
@@ -45,8 +43,7 @@ impl GatewayConfig {
         GatewayConfig {
             cache,
             settings: HandlerSettings::default(),
-            upstream: None,
-            max_body: 3 * 1024 * 1024,
+            passthrough: None,
             ops: None,
             limits: Limits::default(),
             metrics: RequestMetrics::unregistered(),

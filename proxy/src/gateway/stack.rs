@@ -33,7 +33,6 @@ use super::{
 use crate::{
     handlers::{self, request::CachedRequest, request::Verb},
     http::{response, Body, BoxError},
-    passthrough,
 };
 
 /// The whole stack as one cloneable service; it never fails (errors become `Status` responses).
@@ -137,14 +136,14 @@ fn cached_branch(config: &GatewayConfig) -> CachedBranch {
     }))
 }
 
-/// Passthrough through the pooled upstream client (404 without one).
+/// Passthrough to the API server (404 without an upstream).
 fn passthrough_branch(config: &GatewayConfig) -> PassthroughBranch {
-    let (upstream, max_body) = (config.upstream.clone(), config.max_body);
+    let passthrough = config.passthrough.clone();
     BoxCloneSyncService::new(tower::service_fn(move |req: Request<Body>| {
-        let upstream = upstream.clone();
+        let passthrough = passthrough.clone();
         async move {
-            Ok::<_, BoxError>(match &upstream {
-                Some(upstream) => passthrough::forward(upstream, req, max_body).await,
+            Ok::<_, BoxError>(match &passthrough {
+                Some(passthrough) => passthrough.forward(req).await,
                 None => response::status(&sitegrid_apimachinery::Status::not_found_resource()),
             })
         }

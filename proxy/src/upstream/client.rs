@@ -15,7 +15,7 @@ use crate::http::{Body, BoxError};
 /// The upstream as a cloneable service.
 pub type Upstream = BoxCloneSyncService<Request<Body>, Response<Incoming>, BoxError>;
 
-/// Builds the upstream service from a kube `Config`.
+/// Builds the upstream service from a kube `Config`, with its credentials.
 pub fn upstream(config: &kube::Config) -> Result<Upstream, kube::Error> {
     let connector = config.rustls_https_connector()?;
     let client: Client<_, Body> = Client::builder(TokioExecutor::new()).build(connector);
@@ -26,6 +26,16 @@ pub fn upstream(config: &kube::Config) -> Result<Upstream, kube::Error> {
         .service(client.map_err(BoxError::from))
         .map_err(BoxError::from);
     Ok(BoxCloneSyncService::new(svc))
+}
+
+/// The upstream service for requests that carry their own credentials: the
+/// kubeconfig's server, CA and headers, none of the proxy's credentials
+/// (neither its client certificate nor its token), so the API server sees
+/// the caller alone.
+pub fn upstream_without_credentials(config: &kube::Config) -> Result<Upstream, kube::Error> {
+    let mut bare = config.clone();
+    bare.auth_info = kube::config::AuthInfo::default();
+    upstream(&bare)
 }
 
 /// The largest read buffer of a reflector's connection. hyper's default

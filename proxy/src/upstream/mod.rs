@@ -6,5 +6,5 @@ pub mod client;
 pub mod object;
 pub mod reflector;
 
-pub use client::{upstream, Upstream};
+pub use client::{upstream, upstream_without_credentials, Upstream};
 pub use object::{object_key, UpstreamObject};

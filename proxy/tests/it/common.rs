@@ -148,7 +148,6 @@ pub fn slice_of<'a>(list: &'a Value, svc: &str) -> &'a Value {
 pub fn app(cache: Cache, settings: HandlerSettings) -> Gateway {
     gateway::build(GatewayConfig {
         settings,
-        max_body: 1 << 20,
         ..GatewayConfig::new(cache)
     })
 }

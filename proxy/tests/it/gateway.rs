@@ -14,6 +14,7 @@ use sitegrid_proxy::{
     app::{start, ProxyOptions, RunningProxy},
     cache::CacheConfig,
     gateway::{self, stack::boxed_request, GatewayConfig, Limits},
+    passthrough::AnonymousPassthrough,
 };
 use tower::ServiceExt;
 
@@ -25,6 +26,9 @@ async fn env() -> (ApiServer, ServerHandle, RunningProxy, String) {
     let mut opts = ProxyOptions::new("bj-1", "127.0.0.1:0".parse().unwrap());
     opts.max_body = 64 * 1024;
     opts.grace = Duration::from_secs(5);
+    // These tests are about forwarding; who a request runs as upstream is
+    // the subject of the `passthrough_runs_as_*` tests below.
+    opts.anonymous_passthrough = AnonymousPassthrough::All;
     let proxy = start(config, opts).await.unwrap();
     while !proxy.cache.readiness().is_ready() {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -452,4 +456,153 @@ async fn starting_while_the_api_server_is_away_serves_health_and_catches_up() {
     }
     assert_eq!(ready, 200);
     assert_eq!(status("/api/v1/endpoints").await, 200);
+}
+
+/// A proxy for bj-1 with its own token (as from its ServiceAccount) and
+/// the default `--anonymous-passthrough=kube-proxy`.
+async fn env_with_identity() -> (ApiServer, ServerHandle, RunningProxy, String) {
+    let api = ApiServer::new(ApiServerConfig::default());
+    api.load(sample::two_sites("v1"));
+    let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let mut config = kube::Config::new(upstream.url().parse().unwrap());
+    config.auth_info.token = Some("proxy-token".to_owned().into());
+    let opts = ProxyOptions::new("bj-1", "127.0.0.1:0".parse().unwrap());
+    let proxy = start(config, opts).await.unwrap();
+    while !proxy.cache.readiness().is_ready() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let url = format!("http://{}", proxy.local_addr);
+    (api, upstream, proxy, url)
+}
+
+/// Sends `method path` with `headers` and no body; the status code and JSON body.
+async fn request(method: Method, url: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let mut req = Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = client
+        .request(req.body(Empty::new()).unwrap())
+        .await
+        .unwrap();
+    let code = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// The credentials the API server received on requests for `path`.
+fn sent_as(api: &ApiServer, path: &str) -> Vec<Vec<(String, String)>> {
+    api.requests()
+        .into_iter()
+        .filter(|r| r.path == path)
+        .map(|r| r.credentials)
+        .collect()
+}
+
+fn pair(k: &str, v: &str) -> (String, String) {
+    (k.to_owned(), v.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passthrough_runs_as_the_proxy_only_for_what_kube_proxy_needs() {
+    let (api, _up, _proxy, url) = env_with_identity().await;
+    // kube-proxy's own requests: its Node, discovery, its start-up Event.
+    let (code, node) = request(
+        Method::GET,
+        &format!("{url}/api/v1/nodes/bj-1?resourceVersion=0"),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (code, node["metadata"]["name"].as_str()),
+        (200, Some("bj-1"))
+    );
+    assert_eq!(
+        request(Method::GET, &format!("{url}/apis"), &[]).await.0,
+        200
+    );
+    let event = json!({"apiVersion":"v1","kind":"Event","metadata":{"name":"kp.2","namespace":"default"},
+        "involvedObject":{"kind":"Node","name":"bj-1"},"reason":"Starting","message":"Starting kube-proxy."});
+    let (code, _) = send(
+        Method::POST,
+        &format!("{url}/api/v1/namespaces/default/events"),
+        "application/json",
+        event,
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert_eq!(
+        sent_as(&api, "/api/v1/namespaces/default/events"),
+        [vec![pair("authorization", "Bearer proxy-token")]]
+    );
+    // Anything else without credentials: 403 naming the flag, and the API
+    // server never hears of it — with or without an Impersonate header.
+    for (path, headers) in [
+        ("/api/v1/namespaces/default/configmaps", vec![]),
+        ("/api/v1/nodes/gz-1/status", vec![]),
+        (
+            "/api/v1/namespaces/default/configmaps",
+            vec![("impersonate-user", "system:admin")],
+        ),
+    ] {
+        let (code, status) = request(Method::GET, &format!("{url}{path}"), &headers).await;
+        assert_eq!(
+            (code, status["reason"].as_str()),
+            (403, Some("Forbidden")),
+            "{path}"
+        );
+        let message = status["message"].as_str().unwrap_or_default();
+        assert!(message.contains("--anonymous-passthrough=all"), "{message}");
+        assert!(
+            sent_as(&api, path).is_empty(),
+            "{path} reached the API server"
+        );
+    }
+    let (code, _) = request(
+        Method::DELETE,
+        &format!("{url}/api/v1/namespaces/default/services/plain-echo"),
+        &[],
+    )
+    .await;
+    assert_eq!(code, 403);
+    assert!(
+        api.get("services", Some("default"), "plain-echo").is_some(),
+        "the Service is still there"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passthrough_runs_as_the_caller_when_it_brings_its_own_token() {
+    let (api, _up, _proxy, url) = env_with_identity().await;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let (code, list) = request(
+        Method::GET,
+        &format!("{url}{path}"),
+        &[("authorization", "Bearer alice-token")],
+    )
+    .await;
+    assert_eq!((code, list["kind"].as_str()), (200, Some("ConfigMapList")));
+    // The caller's token alone: not the proxy's. Its own Impersonate header
+    // travels with it (the API server checks the caller's right to it).
+    let (code, _) = request(
+        Method::GET,
+        &format!("{url}{path}"),
+        &[
+            ("authorization", "Bearer alice-token"),
+            ("impersonate-user", "bob"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        sent_as(&api, path),
+        [
+            vec![pair("authorization", "Bearer alice-token")],
+            vec![
+                pair("authorization", "Bearer alice-token"),
+                pair("impersonate-user", "bob")
+            ],
+        ]
+    );
 }
