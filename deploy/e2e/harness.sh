@@ -117,6 +117,7 @@ harness_up() {
     export SITEGRID_PROXY_BIN=$E2E_ROOT/target/$profile/sitegrid-proxy
     export SITEGRID_CONTROLLER_BIN=$E2E_ROOT/target/$profile/sitegrid-controller
     export SITEGRID_DNSD_BIN=$E2E_ROOT/target/$profile/sitegrid-dnsd
+    export SITEGRID_CERTS_BIN=$E2E_ROOT/target/$profile/sitegrid-certs
     "$E2E_DIR/cluster.sh" down >/dev/null 2>&1 || true
     trap harness_cleanup EXIT
     "$E2E_DIR/cluster.sh" up >/dev/null
