@@ -17,6 +17,7 @@ pub mod config;
 pub mod drift;
 pub mod health;
 pub mod metrics;
+pub mod nodeunits;
 pub mod reconcile;
 pub mod render;
 pub mod run;

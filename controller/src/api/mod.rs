@@ -9,6 +9,7 @@ pub mod crd;
 mod deployment_grid;
 pub mod keys;
 mod service_grid;
+pub mod site;
 mod statefulset_grid;
 
 pub use canary::GridTemplates;

@@ -10,6 +10,7 @@
 //! | Deployment  | DNS-1123 subdomain      | 253     | object name                                       |
 //! | StatefulSet | DNS-1123 label          | 52      | `controller-revision-hash` label `{name}-{hash}` ≤ 63 |
 //! | Service     | DNS-1035 label          | 63      | Service names are DNS-1035 labels                 |
+//! | NodeUnit (auto-found) | DNS-1123 label | 63     | also a node label key and value                   |
 //!
 //! Otherwise (a site value with upper case or `_`, or a name that is too long)
 //! the name is made valid: lower-cased, every other character that is not
@@ -28,6 +29,10 @@ pub enum NameRule {
     StatefulSetLabel,
     /// DNS-1035 label, at most 63 characters (Services).
     ServiceLabel,
+    /// DNS-1123 label, at most 63 characters: a NodeUnit found by a
+    /// NodeGroup's `autoFindNodeKeys`, whose name is also a node label key
+    /// (`{unit}: nodeunits.superedge.io`) and value (`{group}={unit}`).
+    UnitLabel,
 }
 
 impl NameRule {
@@ -35,7 +40,7 @@ impl NameRule {
         match self {
             Self::Subdomain => 253,
             Self::StatefulSetLabel => 52,
-            Self::ServiceLabel => 63,
+            Self::ServiceLabel | Self::UnitLabel => 63,
         }
     }
 
