@@ -42,6 +42,8 @@ for b in "${BINS[@]}"; do
     # Without the debug line tables (symbols stay): about 110 -> 20 MB.
     rm -rf "${ctx:?}"/* && objcopy --strip-debug "$bin" "$ctx/sitegrid-$b"
     image=sitegrid/sitegrid-$b:$TAG
+    # The previous build of this tag goes (vfs keeps every layer as a full copy).
+    "${buildah[@]}" rmi -f "$image" >/dev/null 2>&1 || true
     "${buildah[@]}" bud --quiet --isolation chroot --target prebuilt \
         -f "$ROOT/$b/Dockerfile" -t "$image" "$ctx" >/dev/null
     container=$("${buildah[@]}" from "$image")
