@@ -2,7 +2,7 @@
 # Builds the images sitegrid/sitegrid-{proxy,controller,dnsd}:TAG offline, with
 # Debian's buildah (no Docker engine, no registry, no base image to pull):
 # the static binaries with cargo, then each Dockerfile's `prebuilt` target
-# (FROM scratch, COPY the binary) in a context holding only that binary;
+# (FROM scratch, COPY the binary and the CA bundle) in a context holding only those;
 # each image then runs its binary's --version inside (buildah run, chroot).
 #
 #   deploy/images/build.sh [TAG]          # TAG defaults to the workspace version
@@ -23,6 +23,9 @@ buildah=(buildah --storage-driver vfs)
 
 die() { echo "build.sh: $*" >&2; exit 1; }
 command -v buildah >/dev/null || die "buildah not found (Debian: apt-get install buildah)"
+# The system roots the images carry, for kubeconfigs without a certificate-authority.
+CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
+[[ -s $CA_BUNDLE ]] || die "$CA_BUNDLE missing (Debian: apt-get install ca-certificates)"
 
 if [[ -z ${SITEGRID_IMAGES_SKIP_CARGO:-} ]]; then
     packages=()
@@ -41,6 +44,7 @@ for b in "${BINS[@]}"; do
     file -L "$bin" | grep -q 'static' || die "$bin is not statically linked: $(file -L "$bin")"
     # Without the debug line tables (symbols stay): about 110 -> 20 MB.
     rm -rf "${ctx:?}"/* && objcopy --strip-debug "$bin" "$ctx/sitegrid-$b"
+    cp "$CA_BUNDLE" "$ctx/ca-certificates.crt"
     image=sitegrid/sitegrid-$b:$TAG
     # The previous build of this tag goes (vfs keeps every layer as a full copy).
     "${buildah[@]}" rmi -f "$image" >/dev/null 2>&1 || true
