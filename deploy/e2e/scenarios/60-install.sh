@@ -5,8 +5,10 @@
 # and the proxy, the controller and dnsd run with those ServiceAccounts'
 # tokens (not the admin's): the proxy serves its cached kinds over HTTPS to a
 # client certificate, and its identity may not delete a Service or read
-# Secrets. No kubelet runs here, so the DaemonSets and the Deployment never
-# start pods; their objects are checked by the API server only.
+# Secrets; kube-proxy 1.20, run as the patched DaemonSet would run it, reaches
+# the proxy with the kubeconfig and client certificate of the manifests. No
+# kubelet runs here, so the DaemonSets and the Deployment never start pods:
+# their objects are checked by the API server only.
 # shellcheck shell=bash
 ROOT=$SITEGRID_E2E_ROOT
 WORK=$SITEGRID_E2E_RUN/install
@@ -18,12 +20,18 @@ rsync -a --exclude /e2e --exclude /overlays/example/certs "$ROOT/deploy/" "$WORK
 CERTS=$WORK/deploy/overlays/example/certs
 
 # make_certs DIR: what `sitegrid-certs init; server; client kube-proxy --out DIR`
-# writes (ca.crt ca.key server.crt server.key kube-proxy.crt kube-proxy.key),
-# made with openssl: a CA, a serving certificate for 127.0.0.1/localhost/::1,
-# and a client certificate CN=kube-proxy.
+# writes (ca.crt ca.key server.crt server.key kube-proxy.crt kube-proxy.key):
+# with $SITEGRID_CERTS_BIN when it is set, else openssl: a CA, a serving
+# certificate for 127.0.0.1/localhost/::1, a client certificate CN=kube-proxy.
 make_certs() {
     local dir=$1 name
     mkdir -p "$dir"
+    if [[ -n ${SITEGRID_CERTS_BIN:-} ]]; then
+        "$SITEGRID_CERTS_BIN" init --out "$dir" >/dev/null
+        "$SITEGRID_CERTS_BIN" server --out "$dir" >/dev/null
+        "$SITEGRID_CERTS_BIN" client kube-proxy --out "$dir" >/dev/null
+        return
+    fi
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=sitegrid-ca \
         -keyout "$dir/ca.key" -out "$dir/ca.crt" 2>/dev/null
     for name in server kube-proxy; do
@@ -48,8 +56,13 @@ for overlay in "$WORK"/deploy/overlays/*/; do
     kubectl kustomize "$overlay" >"$WORK/overlay-$(basename "$overlay").yaml" || fail "kubectl kustomize $overlay"
 done
 # The CRDs for real: kubectl needs them to read the example's grids, and so does the dry run.
-kubectl apply -k "$WORK/deploy/crds" >/dev/null
-kubectl wait --for condition=established --timeout=30s crd --all >/dev/null
+kubectl kustomize "$WORK/deploy/crds" >"$WORK/crds.yaml"
+kubectl apply -f "$WORK/crds.yaml" >/dev/null
+# (polled here: `kubectl wait` on a CRD created a moment ago may print an error
+# while the API server has not yet written its conditions)
+for crd in $(kubectl get -f "$WORK/crds.yaml" -o name); do
+    expect_within 30 "$crd established" True kubectl get "$crd" -o 'jsonpath={.status.conditions[?(@.type=="Established")].status}'
+done
 # objects FILE: FILE's objects as one JSON array (kubectl reads the YAML; no PyYAML needed).
 objects() {
     kubectl create --dry-run=client -o json -f "$1" | python3 -c 'import json, sys
@@ -119,6 +132,8 @@ done
 # patched with deploy/kube-proxy/patch.yaml: its config.conf stays ConfigMap kube-proxy's,
 # kubeconfig.conf (the file config.conf's clientConnection.kubeconfig names) becomes
 # sitegrid's, and the client certificate is mounted where that kubeconfig looks.
+# (kubeadm's container is privileged; this API server does not allow that, so
+# the copy here is not.)
 KUBEADM_DS=$WORK/kube-proxy-daemonset.yaml
 cat >"$KUBEADM_DS" <<'DS'
 apiVersion: apps/v1
@@ -136,7 +151,6 @@ spec:
         image: k8s.gcr.io/kube-proxy:v1.20.2
         imagePullPolicy: IfNotPresent
         command: [/usr/local/bin/kube-proxy, --config=/var/lib/kube-proxy/config.conf, --hostname-override=$(NODE_NAME)]
-        securityContext: {privileged: true}
         volumeMounts:
         - {mountPath: /var/lib/kube-proxy, name: kube-proxy}
         - {mountPath: /run/xtables.lock, name: xtables-lock, readOnly: false}
@@ -181,7 +195,9 @@ expect "patched kube-proxy mounts" "$(mounts "$WORK/kube-proxy-patched.json")" "
 /run/xtables.lock <- hostPath hostPath
 /var/lib/kube-proxy <- projected kube-proxy:config.conf=config.conf sitegrid-kube-proxy-kubeconfig:kubeconfig=kubeconfig.conf
 /var/lib/sitegrid/kube-proxy <- secret secret:sitegrid-kube-proxy-client"
-kubectl apply --dry-run=server -f "$WORK/kube-proxy-patched.json" >/dev/null || fail "the patched kube-proxy DaemonSet is refused"
+# (without the empty status `kubectl patch --local` adds, which kubectl apply cannot read)
+python3 -c 'import json, sys; o = json.load(open(sys.argv[1])); o.pop("status", None); json.dump(o, sys.stdout)' \
+    "$WORK/kube-proxy-patched.json" | kubectl apply --dry-run=server -f - >/dev/null || fail "the patched kube-proxy DaemonSet is refused"
 # The kubeconfig that lands at /var/lib/kube-proxy/kubeconfig.conf reaches the proxy with the mounted files.
 python3 -c 'import json, sys
 for o in json.load(open(sys.argv[1])):
@@ -291,6 +307,118 @@ if out=$(kubectl --kubeconfig "$CLIENT_KC" -n kube-system get secrets 2>&1); the
 fi
 [[ $out == *Forbidden* ]] || fail "unclear refusal of Secrets through the proxy: $out"
 kubectl delete service sitegrid-install-victim >/dev/null
+
+# --- kube-proxy 1.20 as the patched DaemonSet runs it ------------------------------------
+
+# This suite plays kubelet for the patched kube-proxy DaemonSet: each volume its
+# container mounts is written from the objects it names (ConfigMap kube-proxy as
+# kubeadm makes it, with kubeadm's own kubeconfig.conf; the base's
+# sitegrid-kube-proxy-kubeconfig; the example's Secret sitegrid-kube-proxy-client)
+# into a tree that a private mount namespace shows at /var/lib, and kube-proxy runs
+# with the DaemonSet's command (--config=/var/lib/kube-proxy/config.conf) in bj-1's
+# network namespace, where 127.0.0.1:51006 leads to the proxy above. If the patch
+# did not take effect, kube-proxy would read kubeadm's kubeconfig.conf (the API
+# server, a service account token that is not there) and write no rules.
+cat >"$WORK/kube-proxy-configmap.yaml" <<'CM'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: kube-proxy, namespace: kube-system, labels: {app: kube-proxy}}
+data:
+  kubeconfig.conf: |-
+    apiVersion: v1
+    kind: Config
+    clusters:
+    - cluster:
+        certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
+        server: https://127.0.0.1:6443
+      name: default
+    contexts:
+    - context: {cluster: default, namespace: default, user: default}
+      name: default
+    current-context: default
+    users:
+    - name: default
+      user:
+        tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+  config.conf: |-
+    apiVersion: kubeproxy.config.k8s.io/v1alpha1
+    kind: KubeProxyConfiguration
+    clientConnection:
+      kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
+    clusterCIDR: 10.0.0.0/16
+    mode: iptables
+    # This suite's namespaces: no conntrack tuning, health and metrics on loopback.
+    conntrack:
+      maxPerCore: 0
+      tcpEstablishedTimeout: 0s
+      tcpCloseWaitTimeout: 0s
+    oomScoreAdj: 0
+    healthzBindAddress: 127.0.0.1:10256
+    metricsBindAddress: 127.0.0.1:10249
+CM
+objects "$WORK/kube-proxy-configmap.yaml" >"$WORK/kube-proxy-configmap.json"
+rm -rf "$WORK/pod" && mkdir -p "$WORK/pod"
+# Writes the volumes under $WORK/pod/<mountPath>; prints the container's command, one word a line.
+mapfile -t command < <(python3 - "$WORK/kube-proxy-patched.json" "$WORK/pod" \
+    "$WORK/kube-proxy-configmap.json" "$WORK/base.json" "$WORK/example.json" <<'PY'
+import base64, json, os, sys
+ds, root = json.load(open(sys.argv[1])), sys.argv[2]
+objs = {(o["kind"], o["metadata"]["name"]): o for f in sys.argv[3:] for o in json.load(open(f))}
+spec = ds["spec"]["template"]["spec"]
+vols = {v["name"]: v for v in spec["volumes"]}
+container = spec["containers"][0]
+def write(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    open(path, "wb").write(data)
+for m in container["volumeMounts"]:
+    v, dest = vols[m["name"]], root + m["mountPath"]
+    if "hostPath" in v:
+        continue
+    if "projected" in v:
+        for src in v["projected"]["sources"]:
+            cm = objs[("ConfigMap", src["configMap"]["name"])]
+            for i in src["configMap"]["items"]:
+                write(os.path.join(dest, i["path"]), cm["data"][i["key"]].encode())
+    elif "configMap" in v:
+        for k, d in objs[("ConfigMap", v["configMap"]["name"])]["data"].items():
+            write(os.path.join(dest, k), d.encode())
+    elif "secret" in v:
+        for k, d in objs[("Secret", v["secret"]["secretName"])]["data"].items():
+            write(os.path.join(dest, k), base64.b64decode(d))
+    else:
+        sys.exit("unexpected volume %r" % v)
+for word in container["command"] + container.get("args", []):
+    print(word.replace("$(NODE_NAME)", "bj-1"))
+PY
+)
+expect "kube-proxy's command" "${command[*]}" "/usr/local/bin/kube-proxy --config=/var/lib/kube-proxy/config.conf --hostname-override=bj-1"
+[[ -d $WORK/pod/var/lib && $(find "$WORK/pod" -type f | sort | sed "s|$WORK/pod||" | paste -sd' ') == \
+    "/var/lib/kube-proxy/config.conf /var/lib/kube-proxy/kubeconfig.conf /var/lib/sitegrid/kube-proxy/ca.crt /var/lib/sitegrid/kube-proxy/tls.crt /var/lib/sitegrid/kube-proxy/tls.key" ]] ||
+    fail "the patched pod's files: $(find "$WORK/pod" -type f | sort | paste -sd' ')"
+command[0]=$SITEGRID_K8S_BIN/kube-proxy
+ns=$(node_netns bj-1)
+# 127.0.0.1:51006 in the namespace → the proxy on the host's 127.0.0.1:$PROXY (as netns_bridge, other port).
+sock=$SITEGRID_E2E_RUN/netns/$ns-51006.sock
+socat "UNIX-LISTEN:$sock,fork,unlink-early" "TCP:127.0.0.1:$PROXY" 2>>"$SITEGRID_E2E_LOGS/socat-$ns.log" &
+track $! "$ns"
+retry 5 test -S "$sock" || fail "bridge socket $sock"
+ip netns exec "$ns" socat TCP-LISTEN:51006,bind=127.0.0.1,fork,reuseaddr "UNIX-CONNECT:$sock" 2>>"$SITEGRID_E2E_LOGS/socat-$ns.log" &
+track $! "$ns"
+events_before=$(proxy_metric $PROXY_OPS 'requests_total{verb="passthrough",resource="events",code="201"}')
+# shellcheck disable=SC2016 # $1 is the inner shell's
+ip netns exec "$ns" unshare --mount --propagation private \
+    sh -c 'mount --bind "$1" /var/lib && shift && exec "$@"' sh "$WORK/pod/var/lib" "${command[@]}" \
+    >"$SITEGRID_E2E_LOGS/kube-proxy-bj-1-install.log" 2>&1 &
+track $! "$ns"
+retry 30 dnat_synced "$ns" || fail "the patched kube-proxy wrote no rules (see kube-proxy-bj-1-install.log)"
+expect_within 10 "patched kube-proxy on bj-1: DNAT servicegrid-demo-svc" "10.0.0.70:8080 10.0.1.72:8080" \
+    dnat_targets "$ns" servicegrid-demo-svc
+expect_within 10 "patched kube-proxy on bj-1: DNAT plain-echo" "10.0.0.81:8080 10.0.1.33:8080" dnat_targets "$ns" plain-echo
+retry 10 more_than 0 proxy_metric $PROXY_OPS 'watchers_open{resource="endpointslices"}' || fail "kube-proxy watches no slices through the proxy"
+# Its Starting event went through the proxy, with the proxy's identity (its RBAC allows Events).
+retry 10 more_than "$events_before" proxy_metric $PROXY_OPS 'requests_total{verb="passthrough",resource="events",code="201"}' ||
+    fail "kube-proxy's event did not pass through the proxy"
+stop_node bj-1
 
 # --- sitegrid-controller and sitegrid-dnsd as their ServiceAccounts ---------------------
 
