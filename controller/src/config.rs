@@ -69,6 +69,13 @@ pub struct ControllerArgs {
     /// Grids reconciled at the same time, per kind.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrent_syncs: u16,
+    /// Manage NodeUnits and NodeGroups (site.superedge.io/v1alpha2): label,
+    /// annotate, taint and cordon their nodes and report their status.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub sites: bool,
+    /// With --sites, keep the default NodeUnit `unit-node-all` (every node, type other).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub default_node_units: bool,
     /// Logging.
     #[command(flatten)]
     pub log: sitegrid_runtime::LogArgs,
@@ -120,6 +127,20 @@ mod tests {
         assert!(!cli.controller.leader_elect);
         assert_eq!(cli.controller.resync_period, Duration::from_secs(5400));
         assert_eq!(cli.controller.leader_elect_resource_namespace, "sitegrid");
+    }
+
+    #[test]
+    fn sites_are_on_by_default_and_turn_off() {
+        let cli = Cli::try_parse_from(["sitegrid-controller"]).unwrap();
+        assert!(cli.controller.sites && cli.controller.default_node_units);
+        let cli = Cli::try_parse_from([
+            "sitegrid-controller",
+            "--sites=false",
+            "--default-node-units=false",
+        ])
+        .unwrap();
+        assert!(!cli.controller.sites && !cli.controller.default_node_units);
+        assert!(Cli::try_parse_from(["sitegrid-controller", "--sites=maybe"]).is_err());
     }
 
     #[test]

@@ -57,6 +57,11 @@ async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
     let options = Options {
         resync: args.resync_period,
         concurrency: args.concurrent_syncs,
+        sites: args
+            .sites
+            .then_some(sitegrid_controller::nodeunits::sync::SiteOptions {
+                default_unit: args.default_node_units,
+            }),
         election: args.leader_elect.then(|| Election {
             namespace: args.leader_elect_resource_namespace.clone(),
             name: args.leader_elect_resource_name.clone(),

@@ -43,7 +43,12 @@ impl Owned {
     /// The record on `node` (empty when absent or unreadable: sitegrid then
     /// owns nothing there, which is the safe reading).
     pub fn of(node: &NodeInfo) -> Owned {
-        node.annotations
+        Owned::from_annotations(&node.annotations)
+    }
+
+    /// The record in an object's `annotations` (empty when absent or unreadable).
+    pub fn from_annotations(annotations: &BTreeMap<String, String>) -> Owned {
+        annotations
             .get(OWNED_ANNOTATION)
             .and_then(|v| serde_json::from_str(v).ok())
             .unwrap_or_default()

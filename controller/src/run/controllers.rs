@@ -107,7 +107,18 @@ pub(super) async fn run_controllers(
         ]
     });
 
-    future::join3(
+    // The sites controller (NodeUnits and NodeGroups) shares the lease.
+    let sites = {
+        let site_options = options.sites;
+        let (client, metrics, stop) = (client.clone(), ops.metrics.clone(), stop.clone());
+        async move {
+            if let Some(site_options) = site_options {
+                crate::nodeunits::sync::run(client, site_options, metrics, stop).await;
+            }
+        }
+    };
+    future::join4(
+        sites,
         drain(deployments.run(
             reconcile::reconcile_workload,
             reconcile::error_policy,

@@ -23,6 +23,8 @@ pub struct Options {
     pub concurrency: u16,
     /// Leader election, or `None` to run unconditionally.
     pub election: Option<Election>,
+    /// The sites controller (NodeUnits and NodeGroups), or `None` (`--sites=false`).
+    pub sites: Option<crate::nodeunits::sync::SiteOptions>,
 }
 
 /// Leader-election settings.

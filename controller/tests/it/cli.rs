@@ -42,6 +42,8 @@ fn help_lists_the_flags_operators_set() {
         "--leader-elect-resource-namespace",
         "--leader-elect-resource-name",
         "--resync-period",
+        "--sites",
+        "--default-node-units",
         "crds",
     ] {
         assert!(out.contains(flag), "--help lacks {flag}:\n{out}");

@@ -36,6 +36,8 @@ fn crd_files_are_named_by_group_and_plural() {
             "superedge.io_deploymentgrids.yaml",
             "superedge.io_statefulsetgrids.yaml",
             "superedge.io_servicegrids.yaml",
+            "site.superedge.io_nodeunits.yaml",
+            "site.superedge.io_nodegroups.yaml",
         ]
     );
 }
@@ -158,14 +160,17 @@ fn crds_stay_small_enough_for_client_side_apply() {
 }
 
 #[test]
-fn the_stream_holds_all_three_documents() {
+fn the_stream_holds_every_crd() {
     let yaml = crds::all_yaml().unwrap();
     let docs = yaml.lines().filter(|l| *l == "---").count();
-    assert_eq!(docs, 3);
-    for name in ["deploymentgrids", "statefulsetgrids", "servicegrids"] {
-        assert!(
-            yaml.contains(&format!("name: {name}.superedge.io")),
-            "{name}"
-        );
+    assert_eq!(docs, 5);
+    for name in [
+        "deploymentgrids.superedge.io",
+        "statefulsetgrids.superedge.io",
+        "servicegrids.superedge.io",
+        "nodeunits.site.superedge.io",
+        "nodegroups.site.superedge.io",
+    ] {
+        assert!(yaml.contains(&format!("name: {name}")), "{name}");
     }
 }

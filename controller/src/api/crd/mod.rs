@@ -3,6 +3,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+use crate::api::site::{NodeGroup, NodeUnit};
 use crate::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
 
 mod descriptions;
@@ -26,7 +27,8 @@ pub struct CrdYamlError {
     source: serde_saphyr::SerializeError,
 }
 
-/// All grid CRDs, in a fixed order (DeploymentGrid, StatefulSetGrid, ServiceGrid),
+/// All CRDs, in a fixed order (DeploymentGrid, StatefulSetGrid, ServiceGrid,
+/// then site-manager's NodeUnit and NodeGroup),
 /// without the descriptions of the embedded Kubernetes types (they would make
 /// the CRDs too large for client-side `kubectl apply`).
 pub fn all() -> Vec<CrdFile> {
@@ -34,6 +36,8 @@ pub fn all() -> Vec<CrdFile> {
         DeploymentGrid::crd(),
         StatefulSetGrid::crd(),
         ServiceGrid::crd(),
+        NodeUnit::crd(),
+        NodeGroup::crd(),
     ]
     .into_iter()
     .map(|mut crd| {

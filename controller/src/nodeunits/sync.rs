@@ -1,0 +1,426 @@
+//! The shell of the sites controller: reflects Nodes (trimmed to what
+//! membership reads: metadata, taints, cordon and the Ready condition),
+//! NodeUnits and NodeGroups; after each burst of changes runs
+//! [`decide::decide`] over the stores and executes its [`Actions`].
+//!
+//! Writes are merge patches (a node's labels and annotations key by key; its
+//! taint list, which a merge patch replaces whole, guarded by the node's
+//! resourceVersion). A write that fails is retried by the next pass, which
+//! comes after [`RETRY`] at the latest.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, Node, NodeStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+use super::decide::{self, Actions, Target, Warning, World, FINALIZER};
+use super::membership::NodeInfo;
+use crate::api::site::{NodeGroup, NodeUnit};
+use crate::metrics::Metrics;
+use crate::reconcile::FIELD_MANAGER;
+
+/// How long to let a burst of events settle before a pass.
+const SETTLE: Duration = Duration::from_millis(100);
+/// A pass this often anyway (a pass at rest writes nothing).
+const RESYNC: Duration = Duration::from_secs(60);
+/// Where events about NodeUnits and NodeGroups (cluster-scoped) go.
+const EVENT_NAMESPACE: &str = "default";
+/// A pass this soon after one whose writes failed.
+const RETRY: Duration = Duration::from_secs(3);
+
+/// How the sites controller runs.
+#[derive(Clone, Copy, Debug)]
+pub struct SiteOptions {
+    /// Keep the default unit `unit-node-all`.
+    pub default_unit: bool,
+}
+
+/// Runs until `stop` resolves.
+pub async fn run(
+    client: Client,
+    options: SiteOptions,
+    metrics: Arc<Metrics>,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let (nodes, node_events) = reflect(Api::<Node>::all(client.clone()), trim_node);
+    let (units, unit_events) = reflect(Api::<NodeUnit>::all(client.clone()), |_| {});
+    let (groups, group_events) = reflect(Api::<NodeGroup>::all(client.clone()), |_| {});
+    let mut events = std::pin::pin!(futures::stream::select(
+        futures::stream::select(node_events, unit_events),
+        group_events
+    ));
+    let mut stop = std::pin::pin!(stop);
+    let writer = Writer { client, metrics };
+    let mut synced = false;
+    let mut next = RESYNC;
+    loop {
+        tokio::select! {
+            () = &mut stop => return,
+            event = events.next() => match event {
+                None => return,
+                Some(Err(err)) => {
+                    tracing::warn!(%err, "sites: watch");
+                    continue;
+                }
+                Some(Ok(())) => {}
+            },
+            () = tokio::time::sleep(next) => {}
+        }
+        if !synced {
+            // Nothing is decided from a partial picture: wait until every
+            // store has had its first full list.
+            let ready = |r: Option<Result<(), _>>| matches!(r, Some(Ok(())));
+            synced = ready(nodes.wait_until_ready().now_or_never())
+                && ready(units.wait_until_ready().now_or_never())
+                && ready(groups.wait_until_ready().now_or_never());
+            if !synced {
+                continue;
+            }
+            tracing::info!(
+                nodes = nodes.state().len(),
+                units = units.state().len(),
+                groups = groups.state().len(),
+                "sites: caches synced"
+            );
+        }
+        tokio::time::sleep(SETTLE).await;
+        // What arrived meanwhile goes into the stores first, so a pass never
+        // acts on a state its own writes have already changed.
+        while let Some(Some(event)) = events.next().now_or_never() {
+            if let Err(err) = event {
+                tracing::warn!(%err, "sites: watch");
+            }
+        }
+        let ok = writer.pass(&options, &nodes, &units, &groups).await;
+        next = if ok { RESYNC } else { RETRY };
+    }
+}
+
+/// Keeps of a Node only what membership reads: the status shrinks to the
+/// Ready condition without its heartbeat time (images, volumes, addresses
+/// and heartbeats are dropped as they arrive).
+fn trim_node(node: &mut Node) {
+    node.metadata.managed_fields = None;
+    if let Some(status) = node.status.as_mut() {
+        let ready = status
+            .conditions
+            .take()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.type_ == "Ready")
+            .map(|mut c| {
+                c.last_heartbeat_time = None;
+                c
+            })
+            .collect();
+        *status = NodeStatus {
+            conditions: Some(ready),
+            ..NodeStatus::default()
+        };
+    }
+}
+
+/// A reflector whose events are reduced to "something changed".
+fn reflect<K>(
+    api: Api<K>,
+    trim: impl FnMut(&mut K) + Send + 'static,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<(), watcher::Error>> + Send,
+)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + serde::de::DeserializeOwned
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(trim),
+    )
+    .map(|event| event.map(|_| ()));
+    (reader, stream)
+}
+
+/// What membership reads of a Node.
+pub fn node_info(node: &Node) -> NodeInfo {
+    let spec = node.spec.as_ref();
+    NodeInfo {
+        name: node.name_any(),
+        labels: node.labels().clone(),
+        annotations: node.annotations().clone(),
+        taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        ready: node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+    }
+}
+
+/// Executes a pass's writes, counting each.
+struct Writer {
+    client: Client,
+    metrics: Arc<Metrics>,
+}
+
+impl Writer {
+    /// One pass; whether every write succeeded.
+    async fn pass(
+        &self,
+        options: &SiteOptions,
+        nodes: &Store<Node>,
+        units: &Store<NodeUnit>,
+        groups: &Store<NodeGroup>,
+    ) -> bool {
+        let nodes = nodes.state();
+        let infos: Vec<NodeInfo> = nodes.iter().map(|n| node_info(n)).collect();
+        let units: Vec<NodeUnit> = units.state().iter().map(|u| (**u).clone()).collect();
+        let groups: Vec<NodeGroup> = groups.state().iter().map(|g| (**g).clone()).collect();
+        let world = World {
+            nodes: &infos,
+            units: &units,
+            groups: &groups,
+        };
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let actions = decide::decide(world, options.default_unit, &now);
+        if actions.is_empty() {
+            return true;
+        }
+        let versions: BTreeMap<String, Option<String>> = nodes
+            .iter()
+            .map(|n| (n.name_any(), n.resource_version()))
+            .collect();
+        self.execute(actions, &versions, &units, &groups).await
+    }
+
+    async fn execute(
+        &self,
+        actions: Actions,
+        node_versions: &BTreeMap<String, Option<String>>,
+        units: &[NodeUnit],
+        groups: &[NodeGroup],
+    ) -> bool {
+        let unit_api = Api::<NodeUnit>::all(self.client.clone());
+        let group_api = Api::<NodeGroup>::all(self.client.clone());
+        let node_api = Api::<Node>::all(self.client.clone());
+        let mut ok = true;
+        for unit in &actions.create_units {
+            let done = unit_api.create(&PostParams::default(), unit).await;
+            ok &= self.count(done, "create", "NodeUnit", &unit.name_any());
+        }
+        for name in &actions.delete_units {
+            let done = unit_api.delete(name, &DeleteParams::default()).await;
+            ok &= self.count(done, "delete", "NodeUnit", name);
+        }
+        for target in &actions.add_finalizers {
+            ok &= self.finalizer(target, units, groups, true).await;
+        }
+        for (name, patch) in &actions.unit_patches {
+            let done = unit_api.patch(name, &params(), &Patch::Merge(patch)).await;
+            ok &= self.count(done, "patch", "NodeUnit", name);
+        }
+        let mut nodes_ok = true;
+        for (name, change) in &actions.node_patches {
+            let mut patch = change.merge_patch();
+            if change.taints.is_some() {
+                // The taint list is replaced whole: only over what was read.
+                let version = node_versions.get(name).cloned().flatten();
+                patch["metadata"]["resourceVersion"] = json!(version);
+            }
+            let done = node_api.patch(name, &params(), &Patch::Merge(&patch)).await;
+            nodes_ok &= self.count(done, "patch", "Node", name);
+        }
+        ok &= nodes_ok;
+        if nodes_ok {
+            for target in &actions.release {
+                ok &= self.finalizer(target, units, groups, false).await;
+            }
+        }
+        for (name, status) in &actions.unit_status {
+            let body = json!({"status": {
+                "readyRate": status.ready_rate,
+                "readyNodes": list_or_null(&status.ready_nodes),
+                "notReadyNodes": list_or_null(&status.not_ready_nodes),
+                "conditions": status.conditions,
+            }});
+            let done = unit_api
+                .patch_status(name, &params(), &Patch::Merge(&body))
+                .await;
+            ok &= self.count(done, "patch-status", "NodeUnit", name);
+        }
+        for (name, status) in &actions.group_status {
+            let body = json!({"status": {
+                "unitNumber": status.unit_number,
+                "nodeUnits": list_or_null(&status.node_units),
+                "conditions": status.conditions,
+            }});
+            let done = group_api
+                .patch_status(name, &params(), &Patch::Merge(&body))
+                .await;
+            ok &= self.count(done, "patch-status", "NodeGroup", name);
+        }
+        for warning in &actions.warnings {
+            self.warn(warning, units, groups).await;
+        }
+        ok
+    }
+
+    /// Adds (`add`) or removes [`FINALIZER`], guarded by the object's
+    /// resourceVersion (a concurrent change fails it; the next pass retries).
+    async fn finalizer(
+        &self,
+        target: &Target,
+        units: &[NodeUnit],
+        groups: &[NodeGroup],
+        add: bool,
+    ) -> bool {
+        let Some((kind, meta)) = find(target, units, groups) else {
+            return true;
+        };
+        let mut finalizers: Vec<String> = meta
+            .finalizers
+            .iter()
+            .flatten()
+            .filter(|f| *f != FINALIZER)
+            .cloned()
+            .collect();
+        if add {
+            finalizers.push(FINALIZER.to_owned());
+        }
+        let patch = Patch::Merge(json!({"metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": meta.resource_version,
+        }}));
+        let name = meta.name.clone().unwrap_or_default();
+        let verb = if add {
+            "add-finalizer"
+        } else {
+            "remove-finalizer"
+        };
+        let done = match target {
+            Target::Unit(_) => Api::<NodeUnit>::all(self.client.clone())
+                .patch(&name, &params(), &patch)
+                .await
+                .map(drop),
+            Target::Group(_) => Api::<NodeGroup>::all(self.client.clone())
+                .patch(&name, &params(), &patch)
+                .await
+                .map(drop),
+        };
+        self.count(done, verb, kind, &name)
+    }
+
+    /// Publishes a Warning event on a unit or group. A core/v1 Event in
+    /// `default`: the one shape every supported API server accepts for a
+    /// cluster-scoped object (kube-apiserver 1.20 refuses an events.k8s.io
+    /// Event about one outside `kube-system`), and the one `kubectl describe`
+    /// shows. Each is sent once per new condition, so no series is kept.
+    async fn warn(&self, warning: &Warning, units: &[NodeUnit], groups: &[NodeGroup]) {
+        let reference = match &warning.target {
+            Target::Unit(name) => units
+                .iter()
+                .find(|u| u.name_any() == *name)
+                .map(|u| u.object_ref(&())),
+            Target::Group(name) => groups
+                .iter()
+                .find(|g| g.name_any() == *name)
+                .map(|g| g.object_ref(&())),
+        };
+        let Some(reference) = reference else { return };
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let event = CoreEvent {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!(
+                    "{}.{:x}",
+                    reference.name.as_deref().unwrap_or("site"),
+                    now.as_nanosecond()
+                )),
+                namespace: Some(EVENT_NAMESPACE.to_owned()),
+                ..Default::default()
+            },
+            involved_object: reference,
+            reason: Some(warning.reason.to_owned()),
+            message: Some(warning.note.chars().take(1024).collect()),
+            type_: Some("Warning".to_owned()),
+            count: Some(1),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            source: Some(EventSource {
+                component: Some(FIELD_MANAGER.to_owned()),
+                host: None,
+            }),
+            reporting_component: Some(FIELD_MANAGER.to_owned()),
+            ..Default::default()
+        };
+        let api = Api::<CoreEvent>::namespaced(self.client.clone(), EVENT_NAMESPACE);
+        match api.create(&PostParams::default(), &event).await {
+            Ok(_) => self.metrics.wrote("create", "Event"),
+            Err(err) => tracing::warn!(%err, reason = warning.reason, "sites: publishing an event"),
+        }
+    }
+
+    /// Counts a write that happened; logs one that failed.
+    fn count<T>(&self, done: Result<T, kube::Error>, verb: &str, kind: &str, name: &str) -> bool {
+        match done {
+            Ok(_) => {
+                self.metrics.wrote(verb, kind);
+                true
+            }
+            Err(err) => {
+                tracing::warn!(%err, verb, kind, name, "sites: write failed; retried by the next pass");
+                false
+            }
+        }
+    }
+}
+
+/// The kind and metadata of a target.
+fn find<'a>(
+    target: &Target,
+    units: &'a [NodeUnit],
+    groups: &'a [NodeGroup],
+) -> Option<(&'static str, &'a kube::api::ObjectMeta)> {
+    match target {
+        Target::Unit(name) => units
+            .iter()
+            .find(|u| u.name_any() == *name)
+            .map(|u| ("NodeUnit", u.meta())),
+        Target::Group(name) => groups
+            .iter()
+            .find(|g| g.name_any() == *name)
+            .map(|g| ("NodeGroup", g.meta())),
+    }
+}
+
+/// A list for a status merge patch: `null` removes an empty one, as the
+/// status reads when it is created without it.
+fn list_or_null(names: &[String]) -> serde_json::Value {
+    if names.is_empty() {
+        serde_json::Value::Null
+    } else {
+        json!(names)
+    }
+}
+
+fn params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}
