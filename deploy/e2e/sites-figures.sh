@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The sites controller's figures against the real control plane (issue 10).
+# Not part of CI.
+#
+#   deploy/e2e/sites-figures.sh [NODES [QUIET]]   # default 1000 nodes, 600 s
+#
+# Brings up the cluster of cluster.sh (never next to another one: same ports),
+# registers NODES nodes labelled rack=edge (API objects; half of them with a
+# Ready condition), starts a release sitegrid-controller with the permissions
+# of deploy/controller/rbac.yaml, and
+#  1. times from `kubectl apply` of one NodeUnit whose selector matches all
+#     NODES nodes (in a NodeGroup `site`) until every node carries the unit's
+#     label, its setNode label and site=<unit> (polled through kubectl), and
+#     until its status says READY NODES/2 of NODES;
+#  2. once nothing has been written for 30 s, counts the API writes during
+#     QUIET seconds at rest: the controller's own count
+#     (sitegrid_controller_api_writes_total) and the API server's write
+#     requests for nodes, nodeunits, nodegroups and events.
+set -euo pipefail
+E2E_NAME=sites-figures
+NODES=${1:-1000} QUIET=${2:-600}
+PORT=18092
+# shellcheck source-path=SCRIPTDIR source=harness.sh
+source "$(dirname "$0")/harness.sh"
+harness_up --release --no-sample sitegrid-controller
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$E2E_DIR/lib.sh"
+
+# NODES nodes in one request; then a Ready condition on every other one.
+for i in $(seq 1 "$NODES"); do
+    printf 'apiVersion: v1\nkind: Node\nmetadata:\n  name: edge-%s\n  labels: {rack: edge}\n---\n' "$i"
+done | kubectl apply -f - >/dev/null
+now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+for i in $(seq 1 2 "$NODES"); do
+    kubectl patch node "edge-$i" --subresource=status --type=merge -p "{\"status\": {\"conditions\": [
+      {\"type\": \"Ready\", \"status\": \"True\", \"reason\": \"KubeletReady\",
+       \"lastHeartbeatTime\": \"$now\", \"lastTransitionTime\": \"$now\"}]}}" >/dev/null &
+    if (((i + 1) % 40 == 0)); then wait; fi
+done
+wait
+install_controller_prereqs
+kubectl wait --for condition=established --timeout=30s crd/nodeunits.site.superedge.io >/dev/null
+start_controller sites-figures $PORT --leader-elect=false --default-node-units=false
+retry 30 curl -sf "http://127.0.0.1:$PORT/readyz" || fail "controller not ready"
+
+labelled() { (($(kubectl get nodes -l 'edge-site=nodeunits.superedge.io,tier=edge,site=edge-site' -o name | wc -l) >= NODES)); }
+ready_rate() { [[ $(kubectl get nodeunit edge-site -o jsonpath='{.status.readyRate}') == "$(((NODES + 1) / 2))/$NODES" ]]; }
+start=$(date +%s.%N)
+kubectl apply -f - >/dev/null <<'EOF'
+apiVersion: site.superedge.io/v1alpha2
+kind: NodeUnit
+metadata:
+  name: edge-site
+spec:
+  selector:
+    matchExpressions:
+    - {key: rack, operator: In, values: [edge]}
+  setNode:
+    labels: {tier: edge}
+---
+apiVersion: site.superedge.io/v1alpha2
+kind: NodeGroup
+metadata:
+  name: site
+spec:
+  nodeUnits: [edge-site]
+EOF
+retry 600 labelled || fail "not every node got the unit's labels within 600 s"
+labelled_at=$(date +%s.%N)
+retry 60 ready_rate || fail "status never said $(((NODES + 1) / 2))/$NODES"
+status_at=$(date +%s.%N)
+awk -v n="$NODES" -v s="$start" -v l="$labelled_at" -v r="$status_at" 'BEGIN {
+    printf "figures: %d nodes carry the unit'"'"'s labels %.2f s after kubectl apply; status %.2f s\n", n, l - s, r - s }'
+echo "figures: controller writes so far: $(controller_metric $PORT api_writes_total)"
+
+writes() { controller_metric $PORT api_writes_total; }
+quiet_for_30s() { local w; w=$(writes); sleep 30; [[ $(writes) == "$w" ]]; }
+settle_start=$SECONDS
+retry 600 quiet_for_30s || fail "writes never settled"
+echo "figures: settled after $((SECONDS - settle_start)) s"
+
+apiserver_writes() {
+    kubectl get --raw /metrics | awk '
+        /^apiserver_request_total\{/ && /verb="(PATCH|DELETE|POST|PUT|APPLY|CREATE|UPDATE)"/ &&
+        /resource="(nodes|nodeunits|nodegroups|events)"/ {
+            match($0, /resource="[^"]*"/); r = substr($0, RSTART + 10, RLENGTH - 11)
+            match($0, /verb="[^"]*"/); v = substr($0, RSTART + 6, RLENGTH - 7)
+            n[r " " v] += $2
+        }
+        END { for (k in n) print k, n[k] }' | sort
+}
+apiserver_writes >"$SITEGRID_E2E_LOGS/apiserver-before.txt"
+w0=$(writes)
+echo "figures: ${QUIET} s at rest..."
+sleep "$QUIET"
+w1=$(writes)
+apiserver_writes >"$SITEGRID_E2E_LOGS/apiserver-after.txt"
+echo "figures: controller writes at rest: $((w1 - w0))"
+echo "figures: API server write requests by resource and verb at rest (after - before):"
+join -a2 -e0 -o '0,1.2,2.2' <(awk '{print $1"/"$2, $3}' "$SITEGRID_E2E_LOGS/apiserver-before.txt") \
+    <(awk '{print $1"/"$2, $3}' "$SITEGRID_E2E_LOGS/apiserver-after.txt") |
+    awk '{d = $3 - $2; if (d > 0) printf "  %s %d\n", $1, d}'
+echo "figures: (node writes at rest, if any, are the node lifecycle controller's, not sitegrid's: see the controller's count)"
