@@ -52,25 +52,14 @@ settle_start=$SECONDS
 retry 600 quiet_for_30s || fail "writes never settled"
 echo "figures: settled after $((SECONDS - settle_start)) s"
 
-apiserver_writes() { # the API server's PATCH/DELETE/POST/PUT counts for the kinds the controller writes
-    kubectl get --raw /metrics | awk '
-        /^apiserver_request_total\{/ && /verb="(PATCH|DELETE|POST|PUT|APPLY)"/ &&
-        /resource="(deployments|statefulsets|services|deploymentgrids|statefulsetgrids|servicegrids|leases)"/ {
-            match($0, /resource="[^"]*"/); r = substr($0, RSTART + 10, RLENGTH - 11)
-            match($0, /verb="[^"]*"/); v = substr($0, RSTART + 6, RLENGTH - 7)
-            n[r " " v] += $2
-        }
-        END { for (k in n) print k, n[k] }' | sort
-}
-apiserver_writes >"$SITEGRID_E2E_LOGS/apiserver-before.txt"
+RESOURCES='deployments|statefulsets|services|deploymentgrids|statefulsetgrids|servicegrids|leases'
+apiserver_writes "$RESOURCES" >"$SITEGRID_E2E_LOGS/apiserver-before.txt"
 w0=$(writes) r0=$(controller_metric $PORT reconciles_total)
 echo "figures: ${QUIET} s of no-op resyncs (every $RESYNC)..."
 sleep "$QUIET"
 w1=$(writes) r1=$(controller_metric $PORT reconciles_total)
-apiserver_writes >"$SITEGRID_E2E_LOGS/apiserver-after.txt"
+apiserver_writes "$RESOURCES" >"$SITEGRID_E2E_LOGS/apiserver-after.txt"
 echo "figures: reconciles during the quiet period: $((r1 - r0)); controller writes: $((w1 - w0))"
 echo "figures: API server write requests by resource and verb during the quiet period (after - before):"
-join -a2 -e0 -o '0,1.2,2.2' <(awk '{print $1"/"$2, $3}' "$SITEGRID_E2E_LOGS/apiserver-before.txt") \
-    <(awk '{print $1"/"$2, $3}' "$SITEGRID_E2E_LOGS/apiserver-after.txt") |
-    awk '{d = $3 - $2; if (d > 0) printf "  %s %d\n", $1, d}'
+writes_between "$SITEGRID_E2E_LOGS/apiserver-before.txt" "$SITEGRID_E2E_LOGS/apiserver-after.txt"
 echo "figures: (deployments/PUT are the deployment controller's status updates, not sitegrid's)"

@@ -305,3 +305,24 @@ dig_ips() { dig +short +time=1 +tries=1 @127.0.0.1 -p "$1" "$2" A | sort -V | pa
 
 # hosts_records FILE: how many records (non-comment lines) a hosts file has.
 hosts_records() { awk '!/^#/ {n++} END {print n + 0}' "$1"; }
+
+# apiserver_writes RESOURCES: the API server's write requests so far (POST, PUT,
+# PATCH, APPLY, DELETE) for the resources matching the regex RESOURCES, one
+# "resource verb count" line each.
+apiserver_writes() {
+    kubectl get --raw /metrics | awk -v want="^($1)\$" '
+        /^apiserver_request_total\{/ && /verb="(PATCH|DELETE|POST|PUT|APPLY)"/ {
+            match($0, /resource="[^"]*"/); r = substr($0, RSTART + 10, RLENGTH - 11)
+            if (r !~ want) next
+            match($0, /verb="[^"]*"/); v = substr($0, RSTART + 6, RLENGTH - 7)
+            n[r " " v] += $2
+        }
+        END { for (k in n) print k, n[k] }' | sort
+}
+
+# writes_between BEFORE AFTER: "  resource/verb count" for each line of two
+# apiserver_writes files whose count grew.
+writes_between() {
+    join -a2 -e0 -o '0,1.2,2.2' <(awk '{print $1"/"$2, $3}' "$1") <(awk '{print $1"/"$2, $3}' "$2") |
+        awk '{d = $3 - $2; if (d > 0) printf "  %s %d\n", $1, d}'
+}

@@ -8,8 +8,9 @@
 # registers NODES nodes labelled rack=edge (API objects; half of them with a
 # Ready condition), starts a release sitegrid-controller with the permissions
 # of deploy/controller/rbac.yaml, and
-#  1. times from `kubectl apply` of one NodeUnit whose selector matches all
-#     NODES nodes (in a NodeGroup `site`) until every node carries the unit's
+#  1. with a NodeGroup `site` listing it already there, times from `kubectl
+#     apply` of one NodeUnit whose selector matches all NODES nodes until
+#     every node carries the unit's
 #     label, its setNode label and site=<unit> (polled through kubectl), and
 #     until its status says READY NODES/2 of NODES;
 #  2. once nothing has been written for 30 s, counts the API writes during
@@ -45,6 +46,17 @@ retry 30 curl -sf "http://127.0.0.1:$PORT/readyz" || fail "controller not ready"
 
 labelled() { (($(kubectl get nodes -l 'edge-site=nodeunits.superedge.io,tier=edge,site=edge-site' -o name | wc -l) >= NODES)); }
 ready_rate() { [[ $(kubectl get nodeunit edge-site -o jsonpath='{.status.readyRate}') == "$(((NODES + 1) / 2))/$NODES" ]]; }
+# The group first: the timed step is the unit alone.
+kubectl apply -f - >/dev/null <<'EOF'
+apiVersion: site.superedge.io/v1alpha2
+kind: NodeGroup
+metadata:
+  name: site
+spec:
+  nodeUnits: [edge-site]
+EOF
+retry 30 bash -c "kubectl get nodegroup site -o jsonpath='{.metadata.finalizers}' | grep -q site-cleanup" ||
+    fail "the controller never took the NodeGroup"
 start=$(date +%s.%N)
 kubectl apply -f - >/dev/null <<'EOF'
 apiVersion: site.superedge.io/v1alpha2
@@ -57,13 +69,6 @@ spec:
     - {key: rack, operator: In, values: [edge]}
   setNode:
     labels: {tier: edge}
----
-apiVersion: site.superedge.io/v1alpha2
-kind: NodeGroup
-metadata:
-  name: site
-spec:
-  nodeUnits: [edge-site]
 EOF
 retry 600 labelled || fail "not every node got the unit's labels within 600 s"
 labelled_at=$(date +%s.%N)
@@ -79,25 +84,14 @@ settle_start=$SECONDS
 retry 600 quiet_for_30s || fail "writes never settled"
 echo "figures: settled after $((SECONDS - settle_start)) s"
 
-apiserver_writes() {
-    kubectl get --raw /metrics | awk '
-        /^apiserver_request_total\{/ && /verb="(PATCH|DELETE|POST|PUT|APPLY|CREATE|UPDATE)"/ &&
-        /resource="(nodes|nodeunits|nodegroups|events)"/ {
-            match($0, /resource="[^"]*"/); r = substr($0, RSTART + 10, RLENGTH - 11)
-            match($0, /verb="[^"]*"/); v = substr($0, RSTART + 6, RLENGTH - 7)
-            n[r " " v] += $2
-        }
-        END { for (k in n) print k, n[k] }' | sort
-}
-apiserver_writes >"$SITEGRID_E2E_LOGS/apiserver-before.txt"
+RESOURCES='nodes|nodeunits|nodegroups|events'
+apiserver_writes "$RESOURCES" >"$SITEGRID_E2E_LOGS/apiserver-before.txt"
 w0=$(writes)
 echo "figures: ${QUIET} s at rest..."
 sleep "$QUIET"
 w1=$(writes)
-apiserver_writes >"$SITEGRID_E2E_LOGS/apiserver-after.txt"
+apiserver_writes "$RESOURCES" >"$SITEGRID_E2E_LOGS/apiserver-after.txt"
 echo "figures: controller writes at rest: $((w1 - w0))"
 echo "figures: API server write requests by resource and verb at rest (after - before):"
-join -a2 -e0 -o '0,1.2,2.2' <(awk '{print $1"/"$2, $3}' "$SITEGRID_E2E_LOGS/apiserver-before.txt") \
-    <(awk '{print $1"/"$2, $3}' "$SITEGRID_E2E_LOGS/apiserver-after.txt") |
-    awk '{d = $3 - $2; if (d > 0) printf "  %s %d\n", $1, d}'
+writes_between "$SITEGRID_E2E_LOGS/apiserver-before.txt" "$SITEGRID_E2E_LOGS/apiserver-after.txt"
 echo "figures: (node writes at rest, if any, are the node lifecycle controller's, not sitegrid's: see the controller's count)"

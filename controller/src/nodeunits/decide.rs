@@ -523,22 +523,7 @@ mod tests {
 
     use super::*;
     use crate::api::site::NodeGroupSpec;
-
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
-        NodeInfo {
-            name: name.into(),
-            labels: map(labels),
-            ready: true,
-            ..NodeInfo::default()
-        }
-    }
+    use crate::nodeunits::membership::tests::{map, node};
 
     fn named_unit(name: &str, nodes: &[&str]) -> NodeUnit {
         NodeUnit::new(

@@ -374,19 +374,20 @@ pub fn default_unit_spec() -> NodeUnitSpec {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     use super::*;
 
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pub(crate) fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     }
 
-    fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
+    /// A Ready node with these labels.
+    pub(crate) fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
         NodeInfo {
             name: name.into(),
             labels: map(labels),

@@ -248,13 +248,7 @@ fn plan_map(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::nodeunits::membership::tests::map;
 
     fn wants(pairs: &[(&str, &str)]) -> BTreeMap<String, Want> {
         pairs

@@ -9,14 +9,14 @@
 //! comes after [`RETRY`] at the latest.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, Node, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -33,6 +33,11 @@ const SETTLE: Duration = Duration::from_millis(100);
 const RESYNC: Duration = Duration::from_secs(60);
 /// Where events about NodeUnits and NodeGroups (cluster-scoped) go.
 const EVENT_NAMESPACE: &str = "default";
+/// How long a pass waits at most for the watches to bring the objects the
+/// previous pass wrote.
+const CATCH_UP: Duration = Duration::from_secs(5);
+/// Node patches in flight at once.
+const NODE_WRITES_AT_ONCE: usize = 8;
 /// A pass this soon after one whose writes failed.
 const RETRY: Duration = Duration::from_secs(3);
 
@@ -58,21 +63,29 @@ pub async fn run(
         group_events
     ));
     let mut stop = std::pin::pin!(stop);
-    let writer = Writer { client, metrics };
+    let writer = Writer {
+        client,
+        metrics,
+        written: Mutex::default(),
+    };
     let mut synced = false;
+    // Whether something changed since the last pass began.
+    let mut changed = false;
     let mut next = RESYNC;
     loop {
-        tokio::select! {
-            () = &mut stop => return,
-            event = events.next() => match event {
-                None => return,
-                Some(Err(err)) => {
-                    tracing::warn!(%err, "sites: watch");
-                    continue;
-                }
-                Some(Ok(())) => {}
-            },
-            () = tokio::time::sleep(next) => {}
+        // Wait for a change, or for the resync.
+        let timer = tokio::time::sleep(next);
+        let mut timer = std::pin::pin!(timer);
+        while !changed {
+            tokio::select! {
+                () = &mut stop => return,
+                () = &mut timer => break,
+                event = events.next() => match event {
+                    None => return,
+                    Some(Err(err)) => tracing::warn!(%err, "sites: watch"),
+                    Some(Ok(())) => changed = true,
+                },
+            }
         }
         if !synced {
             // Nothing is decided from a partial picture: wait until every
@@ -82,6 +95,7 @@ pub async fn run(
                 && ready(units.wait_until_ready().now_or_never())
                 && ready(groups.wait_until_ready().now_or_never());
             if !synced {
+                changed = false;
                 continue;
             }
             tracing::info!(
@@ -91,16 +105,57 @@ pub async fn run(
                 "sites: caches synced"
             );
         }
-        tokio::time::sleep(SETTLE).await;
-        // What arrived meanwhile goes into the stores first, so a pass never
-        // acts on a state its own writes have already changed.
-        while let Some(Some(event)) = events.next().now_or_never() {
-            if let Err(err) = event {
-                tracing::warn!(%err, "sites: watch");
+        // Let a burst settle, and let the stores see every write of the last
+        // pass, so a pass neither repeats a write nor trips over a version it
+        // already changed.
+        let settle = tokio::time::sleep(SETTLE);
+        if drive(settle, &mut events, &mut changed, &mut stop)
+            .await
+            .is_none()
+        {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + CATCH_UP;
+        while writer.behind(&nodes, &units, &groups) && tokio::time::Instant::now() < deadline {
+            let wait = tokio::time::sleep(SETTLE / 5);
+            if drive(wait, &mut events, &mut changed, &mut stop)
+                .await
+                .is_none()
+            {
+                return;
             }
         }
-        let ok = writer.pass(&options, &nodes, &units, &groups).await;
+        writer.forget_writes();
+        changed = false;
+        let pass = writer.pass(&options, &nodes, &units, &groups);
+        let Some(ok) = drive(pass, &mut events, &mut changed, &mut stop).await else {
+            return;
+        };
         next = if ok { RESYNC } else { RETRY };
+    }
+}
+
+/// Awaits `work` while keeping the watches read (the stores current, and no
+/// watch left unread long enough for the API server to drop it), noting in
+/// `changed` whether anything arrived. `None` when `stop` resolved or the
+/// watches ended.
+async fn drive<T>(
+    work: impl std::future::Future<Output = T>,
+    events: &mut (impl Stream<Item = Result<(), watcher::Error>> + Unpin),
+    changed: &mut bool,
+    stop: &mut (impl std::future::Future<Output = ()> + Unpin),
+) -> Option<T> {
+    let mut work = std::pin::pin!(work);
+    loop {
+        tokio::select! {
+            () = &mut *stop => return None,
+            done = &mut work => return Some(done),
+            event = events.next() => match event {
+                None => return None,
+                Some(Err(err)) => tracing::warn!(%err, "sites: watch"),
+                Some(Ok(())) => *changed = true,
+            },
+        }
     }
 }
 
@@ -177,9 +232,50 @@ pub fn node_info(node: &Node) -> NodeInfo {
 struct Writer {
     client: Client,
     metrics: Arc<Metrics>,
+    /// The resourceVersion each write of the last pass returned, by kind and
+    /// name.
+    written: Mutex<BTreeMap<(&'static str, String), String>>,
 }
 
 impl Writer {
+    /// Whether a store still holds an older version of an object the last
+    /// pass wrote (a deleted object, or a version that is not a number, is
+    /// never waited for).
+    fn behind(
+        &self,
+        nodes: &Store<Node>,
+        units: &Store<NodeUnit>,
+        groups: &Store<NodeGroup>,
+    ) -> bool {
+        fn older<K: Resource<DynamicType = ()> + Clone>(
+            store: &Store<K>,
+            name: &str,
+            wrote: u64,
+        ) -> bool {
+            store
+                .get(&ObjectRef::new(name))
+                .and_then(|o| o.resource_version())
+                .and_then(|v| v.parse::<u64>().ok())
+                .is_some_and(|seen| seen < wrote)
+        }
+        let written = self.written.lock().expect("not poisoned");
+        written.iter().any(|((kind, name), version)| {
+            let Ok(wrote) = version.parse::<u64>() else {
+                return false;
+            };
+            match *kind {
+                "Node" => older(nodes, name, wrote),
+                "NodeUnit" => older(units, name, wrote),
+                "NodeGroup" => older(groups, name, wrote),
+                _ => false,
+            }
+        })
+    }
+
+    fn forget_writes(&self) {
+        self.written.lock().expect("not poisoned").clear();
+    }
+
     /// One pass; whether every write succeeded.
     async fn pass(
         &self,
@@ -222,30 +318,36 @@ impl Writer {
         let mut ok = true;
         for unit in &actions.create_units {
             let done = unit_api.create(&PostParams::default(), unit).await;
-            ok &= self.count(done, "create", "NodeUnit", &unit.name_any());
+            ok &= self.count(version(done), "create", "NodeUnit", &unit.name_any());
         }
         for name in &actions.delete_units {
             let done = unit_api.delete(name, &DeleteParams::default()).await;
-            ok &= self.count(done, "delete", "NodeUnit", name);
+            ok &= self.count(done.map(|_| None), "delete", "NodeUnit", name);
         }
         for target in &actions.add_finalizers {
             ok &= self.finalizer(target, units, groups, true).await;
         }
         for (name, patch) in &actions.unit_patches {
             let done = unit_api.patch(name, &params(), &Patch::Merge(patch)).await;
-            ok &= self.count(done, "patch", "NodeUnit", name);
+            ok &= self.count(version(done), "patch", "NodeUnit", name);
         }
-        let mut nodes_ok = true;
-        for (name, change) in &actions.node_patches {
+        let node_writes = actions.node_patches.iter().map(|(name, change)| {
             let mut patch = change.merge_patch();
             if change.taints.is_some() {
                 // The taint list is replaced whole: only over what was read.
                 let version = node_versions.get(name).cloned().flatten();
                 patch["metadata"]["resourceVersion"] = json!(version);
             }
-            let done = node_api.patch(name, &params(), &Patch::Merge(&patch)).await;
-            nodes_ok &= self.count(done, "patch", "Node", name);
-        }
+            let node_api = &node_api;
+            async move {
+                let done = node_api.patch(name, &params(), &Patch::Merge(&patch)).await;
+                self.count(version(done), "patch", "Node", name)
+            }
+        });
+        let nodes_ok = futures::stream::iter(node_writes)
+            .buffer_unordered(NODE_WRITES_AT_ONCE)
+            .fold(true, |all, ok| async move { all && ok })
+            .await;
         ok &= nodes_ok;
         if nodes_ok {
             for target in &actions.release {
@@ -262,7 +364,7 @@ impl Writer {
             let done = unit_api
                 .patch_status(name, &params(), &Patch::Merge(&body))
                 .await;
-            ok &= self.count(done, "patch-status", "NodeUnit", name);
+            ok &= self.count(version(done), "patch-status", "NodeUnit", name);
         }
         for (name, status) in &actions.group_status {
             let body = json!({"status": {
@@ -273,7 +375,7 @@ impl Writer {
             let done = group_api
                 .patch_status(name, &params(), &Patch::Merge(&body))
                 .await;
-            ok &= self.count(done, "patch-status", "NodeGroup", name);
+            ok &= self.count(version(done), "patch-status", "NodeGroup", name);
         }
         for warning in &actions.warnings {
             self.warn(warning, units, groups).await;
@@ -314,14 +416,16 @@ impl Writer {
             "remove-finalizer"
         };
         let done = match target {
-            Target::Unit(_) => Api::<NodeUnit>::all(self.client.clone())
-                .patch(&name, &params(), &patch)
-                .await
-                .map(drop),
-            Target::Group(_) => Api::<NodeGroup>::all(self.client.clone())
-                .patch(&name, &params(), &patch)
-                .await
-                .map(drop),
+            Target::Unit(_) => version(
+                Api::<NodeUnit>::all(self.client.clone())
+                    .patch(&name, &params(), &patch)
+                    .await,
+            ),
+            Target::Group(_) => version(
+                Api::<NodeGroup>::all(self.client.clone())
+                    .patch(&name, &params(), &patch)
+                    .await,
+            ),
         };
         self.count(done, verb, kind, &name)
     }
@@ -375,11 +479,22 @@ impl Writer {
         }
     }
 
-    /// Counts a write that happened; logs one that failed.
-    fn count<T>(&self, done: Result<T, kube::Error>, verb: &str, kind: &str, name: &str) -> bool {
+    /// Counts a write that happened, remembering the version it made;
+    /// logs one that failed.
+    fn count(
+        &self,
+        done: Result<Option<String>, kube::Error>,
+        verb: &str,
+        kind: &'static str,
+        name: &str,
+    ) -> bool {
         match done {
-            Ok(_) => {
+            Ok(made) => {
                 self.metrics.wrote(verb, kind);
+                if let Some(made) = made {
+                    let mut written = self.written.lock().expect("not poisoned");
+                    written.insert((kind, name.to_owned()), made);
+                }
                 true
             }
             Err(err) => {
@@ -416,6 +531,11 @@ fn list_or_null(names: &[String]) -> serde_json::Value {
     } else {
         json!(names)
     }
+}
+
+/// The resourceVersion a write returned.
+fn version<K: Resource>(done: Result<K, kube::Error>) -> Result<Option<String>, kube::Error> {
+    done.map(|o| o.resource_version())
 }
 
 fn params() -> PatchParams {
