@@ -12,6 +12,7 @@ pub mod continue_token;
 pub mod duration;
 pub mod endpointslice;
 pub mod negotiate;
+pub mod path;
 pub mod protobuf;
 pub mod selector;
 pub mod status;

@@ -22,7 +22,7 @@
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
 use http_body_util::{LengthLimitError, Limited};
-use sitegrid_apimachinery::Status;
+use sitegrid_apimachinery::{path::ApiPath, Status};
 use sitegrid_runtime::serve::PeerCertificates;
 use tower::ServiceExt;
 use tracing::warn;
@@ -247,29 +247,34 @@ pub fn kube_proxy_needs(method: &Method, path: &str, node: &str) -> bool {
     {
         return false;
     }
-    let events_api = |group: &str, version: &str| {
-        group == "events.k8s.io" && matches!(version, "v1" | "v1beta1")
+    let Some(api) = ApiPath::parse(path) else {
+        // Not a resource: discovery and the public endpoints.
+        return *method == Method::GET
+            && matches!(
+                segments.as_slice(),
+                ["version"]
+                    | ["healthz"]
+                    | ["livez"]
+                    | ["readyz"]
+                    | ["api"]
+                    | ["api", "v1"]
+                    | ["apis"]
+                    | ["apis", _]
+                    | ["apis", _, _]
+            );
     };
-    match (method.as_str(), segments.as_slice()) {
-        (
-            "GET",
-            ["version"]
-            | ["healthz"]
-            | ["livez"]
-            | ["readyz"]
-            | ["api"]
-            | ["api", "v1"]
-            | ["apis"]
-            | ["apis", _]
-            | ["apis", _, _],
-        ) => true,
-        ("GET", ["api", "v1", "nodes", name]) => *name == node,
-        ("POST", ["api", "v1", "namespaces", _, "events"]) => true,
-        ("PATCH", ["api", "v1", "namespaces", _, "events", _]) => true,
-        ("POST", ["apis", group, version, "namespaces", _, "events"]) => events_api(group, version),
-        ("PATCH", ["apis", group, version, "namespaces", _, "events", _]) => {
-            events_api(group, version)
+    if api.legacy_watch || api.more {
+        return false;
+    }
+    let events_api = matches!(
+        (api.group, api.version),
+        ("", "v1") | ("events.k8s.io", "v1" | "v1beta1")
+    );
+    match (method.as_str(), api.namespace, api.resource, api.name) {
+        ("GET", None, "nodes", Some(name)) => {
+            api.group.is_empty() && api.version == "v1" && name == node
         }
+        ("POST", Some(_), "events", None) | ("PATCH", Some(_), "events", Some(_)) => events_api,
         _ => false,
     }
 }

@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{FutureExt, Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, Node, NodeStatus};
+use k8s_openapi::api::core::v1::{
+    Event as CoreEvent, EventSource, Node, NodeStatus, ObjectReference,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -392,7 +394,7 @@ impl Writer {
         groups: &[NodeGroup],
         add: bool,
     ) -> bool {
-        let Some((kind, meta)) = find(target, units, groups) else {
+        let Some(Found { kind, meta, .. }) = find(target, units, groups) else {
             return true;
         };
         let mut finalizers: Vec<String> = meta
@@ -436,17 +438,10 @@ impl Writer {
     /// Event about one outside `kube-system`), and the one `kubectl describe`
     /// shows. Each is sent once per new condition, so no series is kept.
     async fn warn(&self, warning: &Warning, units: &[NodeUnit], groups: &[NodeGroup]) {
-        let reference = match &warning.target {
-            Target::Unit(name) => units
-                .iter()
-                .find(|u| u.name_any() == *name)
-                .map(|u| u.object_ref(&())),
-            Target::Group(name) => groups
-                .iter()
-                .find(|g| g.name_any() == *name)
-                .map(|g| g.object_ref(&())),
+        let Some(found) = find(&warning.target, units, groups) else {
+            return;
         };
-        let Some(reference) = reference else { return };
+        let reference = found.reference;
         let now = k8s_openapi::jiff::Timestamp::now();
         let event = CoreEvent {
             metadata: kube::api::ObjectMeta {
@@ -505,21 +500,32 @@ impl Writer {
     }
 }
 
-/// The kind and metadata of a target.
-fn find<'a>(
-    target: &Target,
-    units: &'a [NodeUnit],
-    groups: &'a [NodeGroup],
-) -> Option<(&'static str, &'a kube::api::ObjectMeta)> {
+/// A unit or group the controller sees.
+struct Found<'a> {
+    kind: &'static str,
+    meta: &'a kube::api::ObjectMeta,
+    /// For events about it.
+    reference: ObjectReference,
+}
+
+/// The object `target` names, among those the pass read.
+fn find<'a>(target: &Target, units: &'a [NodeUnit], groups: &'a [NodeGroup]) -> Option<Found<'a>> {
+    fn found<'a, K: Resource<DynamicType = ()>>(kind: &'static str, obj: &'a K) -> Found<'a> {
+        Found {
+            kind,
+            meta: obj.meta(),
+            reference: obj.object_ref(&()),
+        }
+    }
     match target {
         Target::Unit(name) => units
             .iter()
             .find(|u| u.name_any() == *name)
-            .map(|u| ("NodeUnit", u.meta())),
+            .map(|u| found("NodeUnit", u)),
         Target::Group(name) => groups
             .iter()
             .find(|g| g.name_any() == *name)
-            .map(|g| ("NodeGroup", g.meta())),
+            .map(|g| found("NodeGroup", g)),
     }
 }
 

@@ -3,7 +3,6 @@
 //! operator endpoints or the API server.
 
 pub mod metrics;
-mod path;
 mod query;
 mod rescue;
 pub mod route;

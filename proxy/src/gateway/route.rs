@@ -12,7 +12,7 @@ use sitegrid_apimachinery::{
     Status,
 };
 
-use super::{path::ApiPath, query::Query};
+use super::query::Query;
 use crate::{
     cache::{ApiVersion, ResourceKind, Served},
     handlers::request::{
@@ -22,6 +22,7 @@ use crate::{
     http::response::{pretty_user_agent, StatusEncoding},
     ops,
 };
+use sitegrid_apimachinery::path::ApiPath;
 
 /// Where a request goes.
 #[derive(Debug, Clone)]
