@@ -1,6 +1,6 @@
 //! Kubernetes API machinery shared by sitegrid's proxy and its in-memory API
 //! server: the `Status` error object, label and field selectors, continue
-//! tokens, content negotiation, server-side tables and EndpointSlice version
+//! tokens, content negotiation, API paths, server-side tables and EndpointSlice version
 //! conversion.
 //!
 //! Everything here is pure (no I/O) and reproduces what kube-apiserver 1.20
