@@ -50,7 +50,7 @@ async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
     let mut registry = Registry::with_prefix("sitegrid_controller");
     let health = Health::new(Arc::new(Metrics::register(&mut registry)), "starting");
     let ready = health.clone();
-    let operator = Operator::new(registry, Arc::new(move || ready.check()));
+    let operator = Operator::new(registry, Arc::new(move || ready.check().map(|()| None)));
     let shutdown = sitegrid_runtime::cancel_on_signal();
     let ops_task = operator.spawn(listener, shutdown.clone());
     tracing::info!(address = %args.bind_address, "serving /healthz, /livez, /readyz and /metrics");

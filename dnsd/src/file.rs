@@ -1,56 +1,19 @@
-//! The hosts file, owned by dnsd alone: replaced atomically, and only when
-//! its content changes.
-//!
-//! A write goes to `.{name}.tmp` in the same directory, is flushed to disk
-//! (fsync), then renamed over the file, and the directory is synced so the
-//! rename survives a crash: a reader (CoreDNS every `reload` period,
-//! dnsmasq on inotify) sees the old file or the new one, never a part.
-//!
-//! The temporary name is fixed rather than random (the `tempfile` crate's
-//! way) on purpose: a crash between create and rename leaves at most this
-//! one file, which the next write reuses, instead of a new stray file per
-//! crash; and its leading dot keeps it out of `dnsmasq --hostsdir` and of
-//! most directory scans.
+//! The hosts file, owned by dnsd alone: replaced atomically
+//! ([`sitegrid_runtime::fs::AtomicFile`]: a temporary file, fsync, rename,
+//! directory fsync), and only when its content changes, so a reader
+//! (CoreDNS every `reload` period, dnsmasq on inotify) sees the old file or
+//! the new one, never a part.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::fs;
+use std::path::Path;
 
-/// Why the hosts file cannot be written.
-#[derive(Debug, thiserror::Error)]
-pub enum FileError {
-    /// The path has no file name (`/`, `..`).
-    #[error("{path}: not a file path")]
-    NotAFile {
-        /// The path given.
-        path: PathBuf,
-    },
-    /// The path names a directory.
-    #[error("{path}: is a directory")]
-    IsADirectory {
-        /// The path given.
-        path: PathBuf,
-    },
-    /// An I/O step failed.
-    #[error("{path}: cannot {step}: {source}")]
-    Io {
-        /// The file the step was on.
-        path: PathBuf,
-        /// What was being done (`create`, `write`, `sync`, `rename onto`).
-        step: &'static str,
-        /// The error.
-        #[source]
-        source: io::Error,
-    },
-}
+use sitegrid_runtime::fs::AtomicFile;
+pub use sitegrid_runtime::fs::FileError;
 
 /// The hosts file: where it is, and what it holds now.
 #[derive(Debug)]
 pub struct HostsFile {
-    path: PathBuf,
-    temp: PathBuf,
-    dir: PathBuf,
+    file: AtomicFile,
     /// The content on disk, as last written or found at start.
     current: Option<String>,
 }
@@ -60,36 +23,17 @@ impl HostsFile {
     /// new file — without touching `path` itself, and reads what is there, so
     /// a restart that would write the same content writes nothing.
     pub fn open(path: &Path) -> Result<HostsFile, FileError> {
-        let name = path.file_name().ok_or_else(|| FileError::NotAFile {
-            path: path.to_owned(),
-        })?;
-        if path.is_dir() {
-            return Err(FileError::IsADirectory {
-                path: path.to_owned(),
-            });
-        }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        let mut temp_name = std::ffi::OsString::from(".");
-        temp_name.push(name);
-        temp_name.push(".tmp");
-        let file = HostsFile {
-            path: path.to_owned(),
-            temp: dir.join(temp_name),
-            dir,
+        // Readable by CoreDNS whatever user it runs as.
+        let file = AtomicFile::open(path, 0o644)?;
+        Ok(HostsFile {
             current: fs::read_to_string(path).ok(),
-        };
-        // The probe: the same create a write makes, then gone again.
-        file.create_temp()?;
-        fs::remove_file(&file.temp).map_err(|e| file.io(&file.temp, "remove", e))?;
-        Ok(file)
+            file,
+        })
     }
 
     /// The file's path.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 
     /// Whether the file already holds exactly `content` (no I/O).
@@ -103,43 +47,16 @@ impl HostsFile {
         if self.holds(content) {
             return Ok(false);
         }
-        let mut tmp = self.create_temp()?;
-        tmp.write_all(content.as_bytes())
-            .map_err(|e| self.io(&self.temp, "write", e))?;
-        tmp.sync_all().map_err(|e| self.io(&self.temp, "sync", e))?;
-        drop(tmp);
-        fs::rename(&self.temp, &self.path).map_err(|e| self.io(&self.path, "rename onto", e))?;
-        // The rename is in the directory: sync it too, or a crash may undo it.
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| self.io(&self.dir, "sync", e))?;
+        self.file.write(content.as_bytes())?;
         self.current = Some(content.to_owned());
         Ok(true)
-    }
-
-    fn create_temp(&self) -> Result<File, FileError> {
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            // Readable by CoreDNS whatever user it runs as.
-            .mode(0o644)
-            .open(&self.temp)
-            .map_err(|e| self.io(&self.temp, "create", e))
-    }
-
-    fn io(&self, path: &Path, step: &'static str, source: io::Error) -> FileError {
-        FileError::Io {
-            path: path.to_owned(),
-            step,
-            source,
-        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn scratch(name: &str) -> PathBuf {
         let dir =

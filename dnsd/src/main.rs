@@ -50,7 +50,7 @@ async fn dnsd(cli: &Cli) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::register(&mut registry));
     let ready = Arc::new(Readiness::new("starting"));
     let check = Arc::clone(&ready);
-    let operator = Operator::new(registry, Arc::new(move || check.check()));
+    let operator = Operator::new(registry, Arc::new(move || check.check().map(|()| None)));
     let shutdown = sitegrid_runtime::cancel_on_signal();
     let ops = operator.spawn(listener, shutdown.clone());
     let node = cli.node_name();

@@ -3,7 +3,7 @@
 //! own), and TLS reloads. One cancellation token stops everything; every
 //! background task lives in one task set that ends with the proxy.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use http::Request;
 use hyper::body::Incoming;
@@ -15,10 +15,10 @@ use sitegrid_runtime::{
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::{
-    cache::{self, Cache, CacheConfig, ResourceKind},
+    cache::{self, persist, Cache, CacheConfig, ResourceKind},
     gateway::{self, stack::boxed_request, Gateway, GatewayConfig, Limits, RequestMetrics},
     handlers::HandlerSettings,
     http::tls::{ReloadingTls, TlsError, TlsFiles},
@@ -52,6 +52,13 @@ pub struct ProxyOptions {
     pub debug: bool,
     /// Serve the operator endpoints here instead of on the serving port.
     pub metrics_bind_address: Option<SocketAddr>,
+    /// Keep a snapshot of the cache here, and start from it (None: no snapshot).
+    pub data_dir: Option<PathBuf>,
+    /// The least time between two snapshot writes.
+    pub snapshot_interval: Duration,
+    /// How long a restarted proxy waits for the API server before serving
+    /// its snapshot (at once when the API server refuses).
+    pub snapshot_wait: Duration,
 }
 
 impl ProxyOptions {
@@ -69,6 +76,9 @@ impl ProxyOptions {
             tls: None,
             debug: false,
             metrics_bind_address: None,
+            data_dir: None,
+            snapshot_interval: Duration::from_secs(60),
+            snapshot_wait: Duration::from_secs(3),
         }
     }
 }
@@ -85,8 +95,11 @@ pub struct RunningProxy {
     /// Everything else (TLS reloads, the operator port): aborted when the proxy ends.
     tasks: JoinSet<()>,
     /// The upstream sync, on its own thread: stopped when the proxy ends.
-    _sync: cache::sync::SyncThread,
+    sync: Option<cache::sync::SyncThread>,
 }
+
+/// How long the sync may take to stop (its last snapshot write included).
+const SYNC_STOP: Duration = Duration::from_secs(10);
 
 impl RunningProxy {
     /// Ends open watches, stops accepting, lets other requests finish
@@ -96,6 +109,9 @@ impl RunningProxy {
         // An error is a panicked or aborted server task: either way it is over.
         let _ = (&mut self.server).await;
         self.tasks.shutdown().await;
+        if let Some(sync) = self.sync.take() {
+            sync.stop(SYNC_STOP).await;
+        }
     }
 }
 
@@ -146,8 +162,18 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
 
     let shutdown = CancellationToken::new();
     let mut tasks = JoinSet::new();
-    let (cache, writer) = cache::new(opts.cache);
+    let opened = match &opts.data_dir {
+        Some(dir) => persist::open(dir, &opts.node_name, opts.snapshot_interval),
+        None => persist::Opened::default(),
+    };
+    let (cache, writer) = cache::open(opts.cache, opened);
     let sync = cache::sync::SyncThread::start(config.clone(), writer, opts.node_name.clone())?;
+    if cache.readiness().restored_from().is_some() {
+        tasks.spawn(serve_snapshot_when_offline(
+            cache.clone(),
+            opts.snapshot_wait,
+        ));
+    }
     if let Some(tls) = &tls {
         tasks.spawn(tls.reloader(TLS_RELOAD_PERIOD));
     }
@@ -191,8 +217,22 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         shutdown,
         server,
         tasks,
-        _sync: sync,
+        sync: Some(sync),
     })
+}
+
+/// Serves the restored snapshot once the API server has refused or failed
+/// to answer, or `wait` passed without a first sync.
+async fn serve_snapshot_when_offline(cache: Cache, wait: Duration) {
+    tokio::select! {
+        () = tokio::time::sleep(wait) => {}
+        () = cache.readiness().unreachable() => {}
+    }
+    let kinds = cache.readiness().serve_restored();
+    if let (false, Some(taken)) = (kinds.is_empty(), cache.readiness().restored_from()) {
+        let names: Vec<&str> = kinds.iter().map(|k| k.plural()).collect();
+        warn!(snapshot = %persist::rfc3339(taken), resources = %names.join(","), "the API server has not answered; serving the snapshot until it does");
+    }
 }
 
 /// The operator endpoints on a port of their own (`--metrics-bind-address`).
@@ -233,12 +273,18 @@ fn dispatch(
 }
 
 /// `/readyz`: ready once every wanted kind is served (Services and Nodes,
-/// and the endpoint kinds clients asked for).
+/// and the endpoint kinds clients asked for); degraded while some of them
+/// are still the snapshot's.
 fn ready_check(cache: Cache) -> sitegrid_runtime::ops::ReadyCheck {
     Arc::new(move || {
         let pending = cache.readiness().pending();
         if pending.is_empty() {
-            return Ok(());
+            return Ok(cache.readiness().degraded().map(|taken| {
+                format!(
+                    "serving a snapshot from {}; the API server has not been reached since the start",
+                    persist::rfc3339(taken)
+                )
+            }));
         }
         let names: Vec<&str> = pending.iter().map(|k: &ResourceKind| k.plural()).collect();
         Err(format!(

@@ -91,6 +91,19 @@ pub struct ProxyArgs {
     /// (Go-style duration; a bare number is seconds, as the old --shutdown-grace-seconds took).
     #[arg(long, alias = "shutdown-grace-seconds", default_value = "10s", value_parser = parse_duration)]
     pub shutdown_grace_period: Duration,
+    /// Keep a snapshot of what is served in this directory, and start from
+    /// it: a proxy restarted while the API server is unreachable serves it
+    /// (`--data-dir=""`: no snapshot).
+    #[arg(long, default_value = "/var/lib/sitegrid-proxy", value_parser = clap::builder::OsStringValueParser::new())]
+    pub data_dir: std::ffi::OsString,
+    /// The least time between two snapshot writes; one is written only when
+    /// something changed (Go-style duration).
+    #[arg(long, default_value = "60s", value_parser = parse_positive_duration)]
+    pub snapshot_interval: Duration,
+    /// How long a proxy started with a snapshot waits for the API server
+    /// before serving the snapshot (at once when the API server refuses).
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    pub snapshot_wait: Duration,
     /// Logging.
     #[command(flatten)]
     pub log: sitegrid_runtime::LogArgs,
@@ -125,6 +138,9 @@ impl ProxyArgs {
         opts.tls = self.tls_files();
         opts.debug = self.debug;
         opts.metrics_bind_address = self.metrics_bind_address;
+        opts.data_dir = (!self.data_dir.is_empty()).then(|| PathBuf::from(&self.data_dir));
+        opts.snapshot_interval = self.snapshot_interval;
+        opts.snapshot_wait = self.snapshot_wait;
         opts.limits = Limits {
             cached_inflight: self.max_requests_inflight,
             passthrough_inflight: self.max_requests_inflight,
@@ -180,6 +196,29 @@ mod tests {
         assert_eq!(cli.proxy.options().grace, Duration::ZERO);
         assert!(Cli::try_parse_from(["sitegrid-proxy", "--bookmark-interval=0s"]).is_err());
         assert!(Cli::try_parse_from(["sitegrid-proxy", "--bookmark-interval=soon"]).is_err());
+    }
+
+    #[test]
+    fn the_snapshot_is_kept_by_default_and_can_be_turned_off() {
+        let cli = Cli::try_parse_from(["sitegrid-proxy"]).unwrap();
+        let opts = cli.proxy.options();
+        assert_eq!(
+            opts.data_dir,
+            Some(PathBuf::from("/var/lib/sitegrid-proxy"))
+        );
+        assert_eq!(opts.snapshot_interval, Duration::from_secs(60));
+        let cli = Cli::try_parse_from([
+            "sitegrid-proxy",
+            "--data-dir=",
+            "--snapshot-interval=5s",
+            "--snapshot-wait=0s",
+        ])
+        .unwrap();
+        let opts = cli.proxy.options();
+        assert_eq!(opts.data_dir, None);
+        assert_eq!(opts.snapshot_interval, Duration::from_secs(5));
+        assert_eq!(opts.snapshot_wait, Duration::ZERO);
+        assert!(Cli::try_parse_from(["sitegrid-proxy", "--snapshot-interval=0s"]).is_err());
     }
 
     #[test]

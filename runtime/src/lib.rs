@@ -2,11 +2,12 @@
 //! rules: which kubeconfig is used, how logs look, how a start-up error is
 //! printed, which signals stop the process, how durations are written on the
 //! command line, how a port is served, and the operator endpoints
-//! (`/healthz`, `/livez`, `/readyz`, `/metrics`).
+//! (`/healthz`, `/livez`, `/readyz`, `/metrics`), and files replaced atomically.
 #![warn(missing_docs)]
 
 mod duration;
 mod error;
+pub mod fs;
 mod host;
 mod kubeconfig;
 mod log;

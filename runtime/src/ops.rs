@@ -3,7 +3,7 @@
 //! | path               | answer                                                   |
 //! |--------------------|----------------------------------------------------------|
 //! | `/healthz`, `/livez` | `200 ok` while the process serves at all               |
-//! | `/readyz`          | `200 ok`, or `503 not ready: <reason>`                   |
+//! | `/readyz`          | `200 ok`, `200 ok, degraded: <why>`, or `503 not ready: <reason>` |
 //! | `/metrics`         | the Prometheus registry, OpenMetrics text               |
 //!
 //! Only GET and HEAD are allowed (`405` with a Kubernetes `Status` otherwise);
@@ -55,7 +55,8 @@ impl Endpoint {
 }
 
 /// Why a process is not ready; `Ok` when it is.
-pub type ReadyCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+/// `Ok(None)`: ready; `Ok(Some(why))`: ready but degraded; `Err(reason)`: not ready.
+pub type ReadyCheck = Arc<dyn Fn() -> Result<Option<String>, String> + Send + Sync>;
 
 /// What the operator endpoints report: readiness and the metrics registry.
 #[derive(Clone)]
@@ -83,7 +84,8 @@ impl Operator {
         match endpoint {
             Endpoint::Live => text(StatusCode::OK, "ok"),
             Endpoint::Ready => match (self.ready)() {
-                Ok(()) => text(StatusCode::OK, "ok"),
+                Ok(None) => text(StatusCode::OK, "ok"),
+                Ok(Some(why)) => text(StatusCode::OK, format!("ok, degraded: {why}\n")),
                 Err(reason) => text(
                     StatusCode::SERVICE_UNAVAILABLE,
                     format!("not ready: {reason}\n"),
@@ -146,7 +148,7 @@ mod tests {
     use http_body_util::BodyExt;
     use prometheus_client::metrics::counter::Counter;
 
-    fn operator(ready: Result<(), String>) -> Operator {
+    fn operator(ready: Result<Option<String>, String>) -> Operator {
         let mut registry = Registry::with_prefix("demo");
         let c = Counter::<u64>::default();
         c.inc();
@@ -181,7 +183,20 @@ mod tests {
             (code, body.as_str()),
             (503, "not ready: waiting for the node cache\n")
         );
-        assert_eq!(call(&operator(Ok(())), Method::GET, "/readyz").await.0, 200);
+        assert_eq!(
+            call(&operator(Ok(None)), Method::GET, "/readyz").await.0,
+            200
+        );
+        let (code, _, body) = call(
+            &operator(Ok(Some("serving a snapshot".into()))),
+            Method::GET,
+            "/readyz",
+        )
+        .await;
+        assert_eq!(
+            (code, body.as_str()),
+            (200, "ok, degraded: serving a snapshot\n")
+        );
         let (code, ct, body) = call(&op, Method::GET, "/metrics").await;
         assert_eq!((code, ct.as_str()), (200, METRICS_CONTENT_TYPE));
         assert!(body.contains("demo_things_total 1"), "{body}");
@@ -189,7 +204,7 @@ mod tests {
 
     #[tokio::test]
     async fn other_methods_and_paths_are_statuses() {
-        let op = operator(Ok(()));
+        let op = operator(Ok(None));
         let (code, ct, body) = call(&op, Method::POST, "/healthz").await;
         assert_eq!((code, ct.as_str()), (405, "application/json"));
         let status: serde_json::Value = serde_json::from_str(&body).unwrap();

@@ -125,6 +125,11 @@ impl<T> PerKind<T> {
         PerKind(ResourceKind::ALL.map(f))
     }
 
+    /// Every kind with its entry, taken, in [`ResourceKind::ALL`] order.
+    pub fn into_entries(self) -> impl Iterator<Item = (ResourceKind, T)> {
+        ResourceKind::ALL.into_iter().zip(self.0)
+    }
+
     /// Every kind with its entry, in [`ResourceKind::ALL`] order.
     pub fn iter(&self) -> impl Iterator<Item = (ResourceKind, &T)> {
         ResourceKind::ALL.into_iter().zip(self.0.iter())

@@ -3,7 +3,10 @@
 //! so gauges (objects, logged events, readiness, open watches) are derived
 //! from the one place that holds each state, never kept alongside.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::{
+    sync::atomic::{AtomicU64, Ordering},
+    time::{SystemTime, UNIX_EPOCH},
+};
 
 use prometheus_client::{
     collector::Collector,
@@ -23,12 +26,13 @@ enum Counted {
     EventsIn,
     EventsOut,
     Lagged,
+    TooOld,
     Reconnects,
     Errors,
 }
 
 /// Name and help of each [`Counted`] counter (`_total` is added on encoding).
-const COUNTED: [(&str, &str); 5] = [
+const COUNTED: [(&str, &str); 6] = [
     (
         "watch_events_in",
         "Upstream watch events applied to the cache, by resource",
@@ -40,6 +44,10 @@ const COUNTED: [(&str, &str); 5] = [
     (
         "watchers_ended_lagging",
         "Watches ended with 410 Expired because they fell behind, by resource",
+    ),
+    (
+        "watches_too_old",
+        "Watches answered with a 410 Gone ERROR because their resourceVersion is older than the resume log, by resource",
     ),
     (
         "upstream_reconnects",
@@ -54,7 +62,7 @@ const COUNTED: [(&str, &str); 5] = [
 /// The per-kind counters the writer, the sync loop and the watch handler record.
 #[derive(Debug, Default)]
 pub struct CacheMetrics {
-    counts: PerKind<[AtomicU64; 5]>,
+    counts: PerKind<[AtomicU64; 6]>,
 }
 
 impl CacheMetrics {
@@ -79,6 +87,11 @@ impl CacheMetrics {
     /// A watch ended with 410 Expired for falling behind.
     pub fn watcher_lagged(&self, kind: ResourceKind) {
         self.add(Counted::Lagged, kind, 1);
+    }
+
+    /// A watch answered with 410 Gone: its version is older than the log.
+    pub fn watch_too_old(&self, kind: ResourceKind) {
+        self.add(Counted::TooOld, kind, 1);
     }
 
     /// An upstream watch re-established with a new list.
@@ -124,6 +137,7 @@ impl Collector for CacheCollector {
             Counted::EventsIn,
             Counted::EventsOut,
             Counted::Lagged,
+            Counted::TooOld,
             Counted::Reconnects,
             Counted::Errors,
         ]
@@ -180,8 +194,65 @@ impl Collector for CacheCollector {
             "The newest resourceVersion the cache has handed out",
             None,
             MetricType::Gauge,
-        )?)
+        )?)?;
+        encode_persisted(cache, &mut encoder)
     }
+}
+
+/// The snapshot's figures (`--data-dir`).
+fn encode_persisted(cache: &Cache, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    let persisted = cache.persisted();
+    let now = SystemTime::now();
+    let seconds = |t: SystemTime| {
+        t.duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    let mut gauge_f64 = |name: &str, help: &str, value: f64| -> Result<(), std::fmt::Error> {
+        ConstGauge::new(value).encode(encoder.encode_descriptor(
+            name,
+            help,
+            None,
+            MetricType::Gauge,
+        )?)
+    };
+    if let Some(taken) = persisted.taken() {
+        gauge_f64(
+            "snapshot_age_seconds",
+            "Age of the newest snapshot on disk (written by this process or found at start)",
+            now.duration_since(taken).map_or(0.0, |d| d.as_secs_f64()),
+        )?;
+    }
+    gauge_f64(
+        "snapshot_serving_since_timestamp_seconds",
+        "While some served kinds still hold a snapshot's data (not yet synced with the API server): when that snapshot was taken; 0 otherwise",
+        cache.readiness().degraded().map_or(0.0, seconds),
+    )?;
+    gauge_f64(
+        "snapshot_size_bytes",
+        "Size of the last snapshot written",
+        persisted.size() as f64,
+    )?;
+    for (name, help, value) in [
+        ("snapshot_writes", "Snapshots written", persisted.writes()),
+        (
+            "snapshot_written_bytes",
+            "Bytes of snapshots written",
+            persisted.bytes_written(),
+        ),
+        (
+            "snapshot_write_errors",
+            "Snapshot writes that failed (the previous snapshot stays)",
+            persisted.errors(),
+        ),
+    ] {
+        ConstCounter::new(value).encode(encoder.encode_descriptor(
+            name,
+            help,
+            None,
+            MetricType::Counter,
+        )?)?;
+    }
+    Ok(())
 }
 
 fn gauge(v: u64) -> i64 {

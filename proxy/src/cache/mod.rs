@@ -10,6 +10,7 @@ mod encode;
 mod event;
 pub mod kind;
 mod metrics;
+pub mod persist;
 mod ready;
 mod store;
 pub mod sync;
@@ -30,7 +31,7 @@ pub use event::{Event, EventType};
 pub use kind::{ApiVersion, PerKind, ResourceKind, Served};
 pub use metrics::CacheMetrics;
 pub use ready::Readiness;
-pub use store::{Change, Sizes, Store, Subscription, TooOld};
+pub use store::{Change, Sizes, Store, StoreExport, Subscription, TooOld};
 pub use view::{View, ViewLabels};
 pub use watchers::{WatcherHandle, WatcherInfo, WatcherRegistry, WatcherSnapshot};
 pub use writer::{UpstreamEvent, Writer, WriterSlot};
@@ -85,6 +86,8 @@ struct Shared {
     slice_version: OnceLock<ApiVersion>,
     watchers: Arc<WatcherRegistry>,
     metrics: CacheMetrics,
+    /// The persisted copy's figures.
+    persist: persist::PersistStatus,
 }
 
 /// An empty cache whose versions start now, and the one slot its writer comes from.
@@ -94,7 +97,64 @@ pub fn new(config: CacheConfig) -> (Cache, WriterSlot) {
 
 /// An empty cache whose versions start after `start_rv`.
 pub fn with_start_rv(config: CacheConfig, start_rv: u64) -> (Cache, WriterSlot) {
-    let shared = Arc::new(Shared {
+    let shared = build(config, start_rv, readiness(config));
+    (Cache(shared.clone()), WriterSlot::new(shared, None, None))
+}
+
+/// The cache with what the data directory held: the snapshot's kinds
+/// restored (served once the API server fails to answer, see
+/// [`Readiness`]), versions starting after both the snapshot's clock and
+/// now, and a writer that keeps the snapshot current on `opened.disk`.
+pub fn open(config: CacheConfig, opened: persist::Opened) -> (Cache, WriterSlot) {
+    let persist::Opened { disk, restored } = opened;
+    let Some(restored) = restored else {
+        let shared = build(config, start_rv_now(), readiness(config));
+        return (Cache(shared.clone()), WriterSlot::new(shared, None, disk));
+    };
+    let kinds: Vec<ResourceKind> = ResourceKind::ALL
+        .into_iter()
+        .filter(|k| restored.kinds[*k].is_some())
+        .collect();
+    let readiness = readiness(config).restoring(&kinds, restored.written);
+    // A clock stepped back must not hand out versions a client already holds.
+    let start_rv = start_rv_now().max(restored.clock + 1);
+    let shared = build(config, start_rv, readiness);
+    let _ = shared.slice_version.set(restored.slice_version);
+    shared.persist.loaded(restored.written);
+    let mut upstream = PerKind::default();
+    for (kind, entry) in restored.kinds.into_entries() {
+        if let Some(k) = entry {
+            shared.stores[kind].restore(StoreExport {
+                objects: k.objects,
+                log: k.log,
+                compacted_rv: k.compacted_rv,
+                last_rv: k.last_rv,
+            });
+            upstream[kind] = Some(k.upstream);
+        }
+    }
+    let restored_upstream = writer::RestoredUpstream {
+        kinds: upstream,
+        slice_version: restored.slice_version,
+    };
+    (
+        Cache(shared.clone()),
+        WriterSlot::new(shared, Some(restored_upstream), disk),
+    )
+}
+
+/// What is wanted from the start: every kind, or with on-demand
+/// reflection the topology inputs only.
+fn readiness(config: CacheConfig) -> Readiness {
+    if config.on_demand {
+        Readiness::wanting(&[])
+    } else {
+        Readiness::default()
+    }
+}
+
+fn build(config: CacheConfig, start_rv: u64, readiness: Readiness) -> Arc<Shared> {
+    Arc::new(Shared {
         stores: PerKind::new(|_| {
             Store::new(
                 start_rv,
@@ -105,16 +165,12 @@ pub fn with_start_rv(config: CacheConfig, start_rv: u64) -> (Cache, WriterSlot) 
         }),
         clock: watch::channel(start_rv).0,
         start_rv,
-        readiness: if config.on_demand {
-            Readiness::wanting(&[])
-        } else {
-            Readiness::default()
-        },
+        readiness,
         slice_version: OnceLock::new(),
         watchers: Arc::default(),
         metrics: CacheMetrics::default(),
-    });
-    (Cache(shared.clone()), WriterSlot(shared))
+        persist: persist::PersistStatus::default(),
+    })
 }
 
 impl Cache {
@@ -190,6 +246,11 @@ impl Cache {
     /// The counters the cache's users record.
     pub fn metrics(&self) -> &CacheMetrics {
         &self.0.metrics
+    }
+
+    /// The persisted copy's figures.
+    pub fn persisted(&self) -> &persist::PersistStatus {
+        &self.0.persist
     }
 }
 

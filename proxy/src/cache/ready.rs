@@ -15,10 +15,16 @@
 //!  a kind once served stays served (relists are swapped in atomically)
 //! ```
 //!
+//! A proxy restarted with a snapshot (`--data-dir`) has its restored kinds
+//! wanted from the start and serves them once the API server fails to answer
+//! (or after `--snapshot-wait`): it is then *degraded* — serving a snapshot
+//! — until the writer has synced each of them with the API server
+//! (*confirmed*).
+//!
 //! The one source of truth for `/readyz`, `cache_synced` and the handlers'
 //! wait before their first answer.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
@@ -52,6 +58,12 @@ impl KindSet {
 pub struct Readiness {
     served: watch::Sender<KindSet>,
     wanted: watch::Sender<KindSet>,
+    /// Kinds synced with the API server by this process.
+    confirmed: watch::Sender<KindSet>,
+    /// Kinds restored from a snapshot, and when it was taken.
+    restored: Option<(KindSet, SystemTime)>,
+    /// Whether the API server failed to answer before the first sync.
+    unreachable: watch::Sender<bool>,
 }
 
 impl Default for Readiness {
@@ -70,7 +82,70 @@ impl Readiness {
         Readiness {
             served: watch::channel(KindSet::default()).0,
             wanted: watch::channel(wanted).0,
+            confirmed: watch::channel(KindSet::default()).0,
+            restored: None,
+            unreachable: watch::channel(false).0,
         }
+    }
+
+    /// `kinds` restored from a snapshot taken at `taken`: wanted from the start.
+    pub(super) fn restoring(mut self, kinds: &[ResourceKind], taken: SystemTime) -> Readiness {
+        let set = KindSet::of(kinds);
+        self.wanted.send_modify(|w| w.0 |= set.0);
+        self.restored = Some((set, taken));
+        self
+    }
+
+    /// When the snapshot the cache was restored from was taken, if it was.
+    pub fn restored_from(&self) -> Option<SystemTime> {
+        self.restored.map(|(_, taken)| taken)
+    }
+
+    /// Whether `kind` came from the snapshot.
+    pub(super) fn is_restored(&self, kind: ResourceKind) -> bool {
+        self.restored.is_some_and(|(set, _)| set.contains(kind))
+    }
+
+    /// Serves the restored kinds not served yet; the ones it served.
+    pub fn serve_restored(&self) -> Vec<ResourceKind> {
+        let newly: Vec<ResourceKind> = ResourceKind::ALL
+            .into_iter()
+            .filter(|k| self.is_restored(*k) && !self.is_served(*k))
+            .collect();
+        for kind in &newly {
+            self.serve(*kind);
+        }
+        newly
+    }
+
+    /// `kind` is synced with the API server (the writer, on each commit after).
+    pub(super) fn confirm(&self, kind: ResourceKind) {
+        self.confirmed.send_if_modified(|set| {
+            let before = *set;
+            set.0 |= KindSet::bit(kind);
+            *set != before
+        });
+    }
+
+    /// While a served kind still holds the snapshot's data (not synced with
+    /// the API server since the start): when that snapshot was taken.
+    pub fn degraded(&self) -> Option<SystemTime> {
+        let (served, confirmed) = (*self.served.borrow(), *self.confirmed.borrow());
+        let (restored, taken) = self.restored?;
+        (served.0 & restored.0 & !confirmed.0 != 0).then_some(taken)
+    }
+
+    /// The API server failed to answer before the first sync (the sync says so).
+    pub fn upstream_unreachable(&self) {
+        self.unreachable
+            .send_if_modified(|u| !std::mem::replace(u, true));
+    }
+
+    /// Waits until the sync found the API server unreachable.
+    pub async fn unreachable(&self) {
+        let mut rx = self.unreachable.subscribe();
+        // The sender lives as long as `self`.
+        let _ = rx.wait_for(|u| *u).await;
     }
 
     /// A client asked for `kind`: it is listed and watched from now on.
@@ -167,5 +242,40 @@ mod tests {
         r.serve(ResourceKind::EndpointSlices);
         assert!(r.is_ready());
         assert!(!r.is_wanted(ResourceKind::Endpoints));
+    }
+
+    #[tokio::test]
+    async fn a_restored_kind_is_degraded_until_confirmed() {
+        let taken = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_000_000);
+        let r = Readiness::wanting(&[]).restoring(
+            &[
+                ResourceKind::Services,
+                ResourceKind::Nodes,
+                ResourceKind::Endpoints,
+            ],
+            taken,
+        );
+        assert!(
+            r.is_wanted(ResourceKind::Endpoints),
+            "restored kinds are synced at once"
+        );
+        assert_eq!(r.restored_from(), Some(taken));
+        assert_eq!(r.degraded(), None, "nothing served yet");
+        let waiting = r.unreachable();
+        r.upstream_unreachable();
+        waiting.await;
+        assert_eq!(r.serve_restored().len(), 3);
+        assert!(r.is_ready());
+        assert_eq!(r.degraded(), Some(taken));
+        r.confirm(ResourceKind::Services);
+        r.confirm(ResourceKind::Nodes);
+        assert_eq!(
+            r.degraded(),
+            Some(taken),
+            "endpoints still from the snapshot"
+        );
+        r.confirm(ResourceKind::Endpoints);
+        assert_eq!(r.degraded(), None);
+        assert!(r.serve_restored().is_empty());
     }
 }

@@ -53,6 +53,18 @@ pub struct Subscription {
     pub rv: u64,
 }
 
+/// A store's state as the snapshot keeps it: shared views, no copies.
+pub struct StoreExport {
+    /// The served objects, in key order.
+    pub objects: Vec<Arc<View>>,
+    /// The newest logged events, oldest first.
+    pub log: Vec<Arc<Event>>,
+    /// Versions at or below this one are not covered by `log`.
+    pub compacted_rv: u64,
+    /// The newest version.
+    pub last_rv: u64,
+}
+
 /// How big a resource's cache is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sizes {
@@ -137,6 +149,50 @@ impl Store {
             // subscriber never misses or duplicates an event (see `subscribe`).
             let _ = self.live.send(event);
         }
+    }
+
+    /// The objects and the newest logged events — at most `max_events`, and
+    /// at most about `max_bytes` of bodies (the newest one always) — for a
+    /// snapshot.
+    pub(super) fn export(&self, max_events: usize, max_bytes: usize) -> StoreExport {
+        let st = self.state.read();
+        let mut bytes = 0;
+        let kept = st
+            .log
+            .iter()
+            .rev()
+            .take(max_events)
+            .take_while(|e| {
+                let first = bytes == 0;
+                bytes += e.object.body_len() + e.prev.as_ref().map_or(0, |p| p.body_len());
+                first || bytes <= max_bytes
+            })
+            .count();
+        let skipped = st.log.len() - kept;
+        let compacted_rv = match skipped {
+            0 => st.compacted_rv,
+            n => st.log[n - 1].rv,
+        };
+        StoreExport {
+            objects: st.objects.values().cloned().collect(),
+            log: st.log.range(skipped..).cloned().collect(),
+            compacted_rv,
+            last_rv: st.last_rv,
+        }
+    }
+
+    /// Fills a new store with a snapshot's state (before anyone reads it).
+    pub(super) fn restore(&self, export: StoreExport) {
+        let mut st = self.state.write();
+        st.objects = export
+            .objects
+            .into_iter()
+            .map(|v| (v.key.clone(), v))
+            .collect();
+        st.log_bytes = export.log.iter().map(|e| weight(e)).sum();
+        st.log = export.log.into();
+        st.compacted_rv = export.compacted_rv;
+        st.last_rv = export.last_rv;
     }
 
     /// One object by key.

@@ -24,9 +24,12 @@ const WRITER_QUEUE: usize = 1024;
 /// they pass through is one allocator arena, which the next list reuses,
 /// rather than one per serving thread, each keeping its share of the peak
 /// (4 MiB of RSS less with 10,000 endpoints, see loadtest/README.md).
-/// Stops when dropped.
+/// Stops when dropped, or with [`SyncThread::stop`], which also waits for
+/// the writer's last snapshot.
 pub struct SyncThread {
     _stop: DropGuard,
+    stop: CancellationToken,
+    done: tokio::sync::oneshot::Receiver<()>,
 }
 
 impl SyncThread {
@@ -41,6 +44,7 @@ impl SyncThread {
         let stop = CancellationToken::new();
         let stopped = stop.clone();
         let (built_tx, built_rx) = std::sync::mpsc::channel();
+        let (done_tx, done) = tokio::sync::oneshot::channel();
         let thread = std::thread::Builder::new()
             .name("sitegrid-sync".into())
             .spawn(move || {
@@ -66,11 +70,10 @@ impl SyncThread {
                             return;
                         }
                     };
-                    tokio::select! {
-                        () = run(client, slot, local_node) => {}
-                        () = stopped.cancelled() => debug!("sync stopped"),
-                    }
+                    run(client, slot, local_node, stopped).await;
+                    debug!("sync stopped");
                 });
+                let _ = done_tx.send(());
             });
         if let Err(e) = thread {
             error!(error = %e, "cannot start the sync thread");
@@ -80,26 +83,45 @@ impl SyncThread {
         match built_rx.recv() {
             Ok(Err(e)) => Err(e),
             _ => Ok(SyncThread {
-                _stop: stop.drop_guard(),
+                _stop: stop.clone().drop_guard(),
+                stop,
+                done,
             }),
+        }
+    }
+
+    /// Stops the sync and waits (up to `limit`) until it has ended, the
+    /// writer's last snapshot written.
+    pub async fn stop(self, limit: Duration) {
+        self.stop.cancel();
+        if tokio::time::timeout(limit, self.done).await.is_err() {
+            warn!(?limit, "the sync did not stop in time");
         }
     }
 }
 
 /// Discovers the upstream (retrying until it answers), then keeps the cache
-/// in sync for node `local_node`. The reflectors and the writer live in a
-/// task set owned by this future: dropping it stops them all.
-pub async fn run(client: kube::Client, slot: WriterSlot, local_node: String) {
-    let slice_version = discover_with_retry(&client).await;
+/// in sync for node `local_node` until `stop`: then the reflectors end, and
+/// the writer writes its last snapshot before this returns.
+pub async fn run(
+    client: kube::Client,
+    slot: WriterSlot,
+    local_node: String,
+    stop: CancellationToken,
+) {
+    let cache = slot.cache();
+    let slice_version = tokio::select! {
+        v = discover_with_retry(&client, &cache) => v,
+        () = stop.cancelled() => return,
+    };
     info!(
         endpointslices = slice_version.as_str(),
         "upstream discovered; syncing"
     );
     let writer = slot.start(local_node, slice_version);
-    let cache = writer.cache().clone();
     let (tx, rx) = mpsc::channel(WRITER_QUEUE);
+    let writing = tokio::spawn(writer.run(rx));
     let mut tasks = JoinSet::new();
-    tasks.spawn(writer.run(rx));
     for kind in ResourceKind::ALL {
         let (client, tx, cache) = (client.clone(), tx.clone(), cache.clone());
         tasks.spawn(async move {
@@ -113,10 +135,20 @@ pub async fn run(client: kube::Client, slot: WriterSlot, local_node: String) {
     }
     drop(tx);
     // Nothing here ends on its own; when one does, it is logged and the rest go on.
-    while let Some(ended) = tasks.join_next().await {
-        if let Err(err) = ended {
-            warn!(error = %err, "a sync task ended abnormally");
+    loop {
+        tokio::select! {
+            ended = tasks.join_next() => match ended {
+                Some(Err(err)) => warn!(error = %err, "a sync task ended abnormally"),
+                Some(Ok(())) => {}
+                None => break,
+            },
+            () = stop.cancelled() => break,
         }
+    }
+    // The reflectors' senders go with them: the writer drains, writes, ends.
+    tasks.shutdown().await;
+    if let Err(err) = writing.await {
+        warn!(error = %err, "the writer ended abnormally");
     }
 }
 
@@ -140,6 +172,9 @@ async fn reflect(
             // The backoff stream retries by itself; the cache keeps serving meanwhile.
             Err(err) => {
                 cache.metrics().upstream_error(kind);
+                if !cache.readiness().is_served(kind) {
+                    cache.readiness().upstream_unreachable();
+                }
                 warn!(resource = %kind, error = %err, "upstream list/watch failed; retrying");
             }
         }
@@ -148,13 +183,14 @@ async fn reflect(
 
 /// Which EndpointSlice version the upstream serves: `v1` when it has it,
 /// else `v1beta1` (Kubernetes 1.20). Retries with backoff until it answers.
-async fn discover_with_retry(client: &kube::Client) -> ApiVersion {
+async fn discover_with_retry(client: &kube::Client, cache: &Cache) -> ApiVersion {
     let mut delay = Duration::from_millis(200);
     loop {
         match reflector::group_versions(client, ResourceKind::EndpointSlices.group()).await {
             Ok(versions) if versions.iter().any(|v| v == "v1") => return ApiVersion::V1,
             Ok(_) => return ApiVersion::V1beta1,
             Err(err) => {
+                cache.readiness().upstream_unreachable();
                 warn!(error = %err, retry_in = ?delay, "cannot reach the API server for discovery");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(10));

@@ -119,6 +119,16 @@ impl View {
         Ok(slot.get_or_init(|| encoded))
     }
 
+    /// Its JSON body in the native version, with its resourceVersion.
+    pub fn native_body(&self) -> &Bytes {
+        self.body.bytes()
+    }
+
+    /// Its JSON body in the native version, parsed.
+    pub fn native_body_value(&self) -> Value {
+        self.body.to_value()
+    }
+
     /// The size of its JSON body in the native version.
     pub fn body_len(&self) -> usize {
         self.body.bytes().len()

@@ -163,6 +163,7 @@ impl Watcher {
         let mut sub = match store.subscribe(from) {
             Ok(sub) => sub,
             Err(too_old) => {
+                self.cache.metrics().watch_too_old(self.req.served.kind);
                 let status =
                     Status::too_old_resource_version(from.unwrap_or(0), too_old.compacted_rv);
                 self.fail(&status).await?;

@@ -9,6 +9,7 @@ mod gateway;
 mod https;
 mod list_get;
 mod loopback;
+mod offline;
 mod ops;
 mod protobuf;
 mod tls;

@@ -47,7 +47,7 @@ fn ops(cache: Cache, debug: bool) -> Proxy {
         std::sync::Arc::new(move || {
             let pending = ready.readiness().pending();
             match pending.is_empty() {
-                true => Ok(()),
+                true => Ok(None),
                 false => Err(format!(
                     "waiting for the first sync of {}",
                     pending

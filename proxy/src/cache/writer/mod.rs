@@ -9,6 +9,7 @@
 //! after the commit that completes a kind.
 
 mod incoming;
+mod persisting;
 mod project;
 #[cfg(test)]
 mod tests;
@@ -25,35 +26,73 @@ use tracing::{debug, info, warn};
 
 use super::{
     kind::{ApiVersion, PerKind, ResourceKind},
+    persist::Disk,
     topology::{NodeLabels, TopologyKeys},
     Cache, Change, EventType, Shared, View,
 };
 use crate::upstream::UpstreamObject;
 use incoming::{Incoming, Once, Stored};
+use persisting::Persister;
+pub(super) use persisting::RestoredUpstream;
 
 /// What a reflector hands the writer.
 pub type UpstreamEvent = (ResourceKind, watcher::Event<UpstreamObject>);
 
 /// The right to write the cache: one per cache, not `Clone`. It becomes the
 /// [`Writer`] once the upstream's EndpointSlice version is known.
-pub struct WriterSlot(pub(super) Arc<Shared>);
+pub struct WriterSlot {
+    shared: Arc<Shared>,
+    /// What the snapshot held of the upstream objects.
+    restored: Option<RestoredUpstream>,
+    /// Where the writer keeps the snapshot current.
+    disk: Option<Disk>,
+}
 
 impl WriterSlot {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        restored: Option<RestoredUpstream>,
+        disk: Option<Disk>,
+    ) -> WriterSlot {
+        WriterSlot {
+            shared,
+            restored,
+            disk,
+        }
+    }
+
+    /// The cache this slot writes.
+    pub fn cache(&self) -> Cache {
+        Cache(self.shared.clone())
+    }
+
     /// The writer for node `local_node`, storing EndpointSlices in
-    /// `slice_version` (the version the upstream serves).
+    /// `slice_version` (the version the upstream serves) — or in the
+    /// snapshot's, when the cache was restored from one: slices then arrive
+    /// converted.
     pub fn start(self, local_node: impl Into<String>, slice_version: ApiVersion) -> Writer {
-        // The slot is consumed, so this is the one and only setting.
-        let _ = self.0.slice_version.set(slice_version);
-        let cache = Cache(self.0);
-        Writer {
+        // The slot is consumed, so this is the one setting (unless a snapshot made it).
+        let _ = self.shared.slice_version.set(slice_version);
+        let cache = Cache(self.shared);
+        let native = cache.native(ResourceKind::EndpointSlices);
+        let mut writer = Writer {
             next_rv: cache.start_rv() + 1,
+            persister: self.disk.map(|disk| Persister::new(disk, &cache)),
             cache,
             local_node: local_node.into(),
             upstream: PerKind::default(),
             services: HashMap::new(),
             nodes: NodeLabels::new(),
             slices_by_service: HashMap::new(),
+            convert_slices: (native != slice_version).then_some(native),
+        };
+        if let Some(restored) = self.restored {
+            writer.restore(restored);
         }
+        if let Some(to) = writer.convert_slices {
+            warn!(snapshot = to.as_str(), upstream = slice_version.as_str(), "the snapshot stores EndpointSlices in another version than the API server now serves; they are converted on arrival");
+        }
+        writer
     }
 }
 
@@ -79,6 +118,10 @@ pub struct Writer {
     nodes: NodeLabels,
     /// `ns/service` → keys of its EndpointSlices.
     slices_by_service: HashMap<String, BTreeSet<String>>,
+    /// The version slices are stored in, when the upstream serves another.
+    convert_slices: Option<ApiVersion>,
+    /// Keeps the snapshot in the data directory current.
+    persister: Option<Persister>,
 }
 
 /// Changes collected while handling one upstream event.
@@ -93,12 +136,22 @@ impl Writer {
         &self.cache
     }
 
-    /// Consumes reflector events until every sender is gone.
+    /// Consumes reflector events until every sender is gone, keeping the
+    /// snapshot current meanwhile; writes a last one if anything changed.
     pub async fn run(mut self, mut rx: mpsc::Receiver<UpstreamEvent>) {
-        while let Some((kind, event)) = rx.recv().await {
-            self.handle(kind, event);
+        let mut ticks = tokio::time::interval(persisting::CHECK_PERIOD);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                event = rx.recv() => match event {
+                    Some((kind, event)) => self.handle(kind, event),
+                    None => break,
+                },
+                _ = ticks.tick(), if self.persister.is_some() => self.persist_if_due(),
+            }
         }
         debug!("writer: all reflectors stopped");
+        self.persist_last().await;
     }
 
     /// Applies one upstream event and commits what it changed.
@@ -112,6 +165,10 @@ impl Writer {
             watcher::Event::Init if self.upstream[kind].synced => metrics.upstream_reconnect(kind),
             _ => {}
         }
+        let event = match self.convert_slices {
+            Some(to) if kind == ResourceKind::EndpointSlices => persisting::convert(event, to),
+            _ => event,
+        };
         let mut batch = Batch::default();
         match event {
             watcher::Event::Init => self.upstream[kind].relist = Some(BTreeMap::new()),
@@ -254,8 +311,10 @@ impl Writer {
         let Batch { mut changes } = batch;
         for kind in ResourceKind::ALL {
             // Before a kind is served nobody can hold one of its versions, so
-            // its first state needs no resume log.
-            let logged = self.cache.readiness().is_served(kind);
+            // its first state needs no resume log — unless it was restored:
+            // clients of the previous run may resume from the snapshot's.
+            let readiness = self.cache.readiness();
+            let logged = readiness.is_served(kind) || readiness.is_restored(kind);
             self.cache
                 .store(kind)
                 .commit(std::mem::take(&mut changes[kind]), logged);
@@ -268,11 +327,19 @@ impl Writer {
             }
             moved
         });
+        let degraded = self.cache.readiness().degraded();
         for kind in ResourceKind::ALL {
-            if !self.cache.readiness().is_served(kind) && self.servable(kind) {
+            if !self.servable(kind) {
+                continue;
+            }
+            if !self.cache.readiness().is_served(kind) {
                 info!(resource = %kind, "serving from cache");
                 self.cache.readiness().serve(kind);
             }
+            self.cache.readiness().confirm(kind);
+        }
+        if let (Some(taken), None) = (degraded, self.cache.readiness().degraded()) {
+            info!(snapshot = %super::persist::rfc3339(taken), "synced with the API server; the snapshot is no longer served");
         }
     }
 }

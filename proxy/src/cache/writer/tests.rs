@@ -417,3 +417,136 @@ fn exact_snapshot_rolls_back_and_old_versions_are_too_old() {
         .subscribe(Some(cache.start_rv()))
         .is_err());
 }
+
+// --- the snapshot (`--data-dir`) -------------------------------------------
+
+/// What a restarted proxy gets from `cache`'s writer `p`: the snapshot's bytes, read back.
+fn restart_from(p: &Writer, node: &str) -> (Cache, super::WriterSlot) {
+    let bytes = p.capture().into_snapshot().encode().unwrap();
+    let restored = crate::cache::persist::load(&bytes, node).unwrap();
+    crate::cache::open(
+        CacheConfig::default(),
+        crate::cache::persist::Opened {
+            disk: None,
+            restored: Some(restored),
+        },
+    )
+}
+
+/// Every served object of `kind`: key, resourceVersion, body.
+fn served(cache: &Cache, kind: ResourceKind) -> Vec<(String, u64, bytes::Bytes)> {
+    let (views, _) = cache.store(kind).snapshot("");
+    views
+        .iter()
+        .map(|v| (v.key.clone(), v.rv, v.native_body().clone()))
+        .collect()
+}
+
+#[test]
+fn a_restored_cache_serves_the_same_objects_versions_and_resume_log() {
+    let (cache, mut p) = writer("bj-1");
+    two_sites(&mut p);
+    let before_change = cache.store(Endpoints).last_rv();
+    p.handle(
+        Endpoints,
+        W::Apply(endpoints("plain-echo", &[("10.0.1.1", "bj-1")], 70)),
+    );
+    let (again, _slot) = restart_from(&p, "bj-1");
+    // Nothing is served before the proxy decides the API server is not answering.
+    assert!(!again.readiness().is_served(Endpoints));
+    assert_eq!(again.readiness().serve_restored().len(), 4);
+    for kind in ResourceKind::ALL {
+        assert_eq!(served(&again, kind), served(&cache, kind), "{kind}");
+        assert_eq!(again.store(kind).last_rv(), cache.store(kind).last_rv());
+    }
+    assert!(
+        again.start_rv() > cache.current_rv(),
+        "versions keep increasing"
+    );
+    assert!(again.readiness().degraded().is_some());
+    // A watch resumed from before the change is replayed the change.
+    let sub = again
+        .store(Endpoints)
+        .subscribe(Some(before_change))
+        .unwrap();
+    let replayed: Vec<(EventType, String)> = sub
+        .replay
+        .iter()
+        .map(|e| (e.event_type, e.object.key.clone()))
+        .collect();
+    assert_eq!(
+        replayed,
+        [(EventType::Modified, "default/plain-echo".to_owned())]
+    );
+    let prev = sub.replay[0].prev.as_ref().unwrap();
+    assert!(String::from_utf8_lossy(prev.native_body()).contains("10.0.0.81"));
+    // One from before what the log covers gets 410, as before the restart.
+    assert!(again
+        .store(Endpoints)
+        .subscribe(Some(before_change - 1))
+        .is_err());
+}
+
+#[test]
+fn after_a_restart_the_first_sync_sends_only_the_differences() {
+    let (_cache, mut p) = writer("bj-1");
+    two_sites(&mut p);
+    let (again, slot) = restart_from(&p, "bj-1");
+    again.readiness().serve_restored();
+    let clock = again.current_rv();
+    let mut live: Vec<_> = ResourceKind::ALL
+        .iter()
+        .map(|k| again.store(*k).subscribe(None).unwrap().live)
+        .collect();
+    let mut p = slot.start("bj-1", ApiVersion::V1);
+    // While the proxy was down: plain-echo moved to gz-1 only, gz-3 left.
+    let mut eps = world(Endpoints);
+    let plain = eps
+        .iter()
+        .position(|o| o.key() == "default/plain-echo")
+        .unwrap();
+    eps[plain] = endpoints("plain-echo", &[("10.0.1.33", "gz-1")], 90);
+    let nodes: Vec<UpstreamObject> = world(Nodes)
+        .into_iter()
+        .filter(|n| n.key() != "gz-3")
+        .collect();
+    sync(&mut p, Nodes, nodes);
+    sync(&mut p, Services, world(Services));
+    sync(&mut p, Endpoints, eps);
+    assert!(
+        again.readiness().degraded().is_some(),
+        "slices are still the snapshot's"
+    );
+    sync(&mut p, EndpointSlices, world(EndpointSlices));
+    assert_eq!(again.readiness().degraded(), None);
+    let mut got = Vec::new();
+    for (kind, rx) in ResourceKind::ALL.iter().zip(live.iter_mut()) {
+        while let Ok(e) = rx.try_recv() {
+            got.push((*kind, e.event_type.as_str(), e.object.key.clone()));
+        }
+    }
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            (Endpoints, "MODIFIED", "default/plain-echo".to_owned()),
+            (Nodes, "DELETED", "gz-3".to_owned()),
+        ],
+        "no ADDED storm, only what changed (gz-3 is not in bj-1's site: no view changes with it)"
+    );
+    assert!(again.current_rv() > clock);
+    assert_eq!(ips(&again, "plain-echo"), ["10.0.1.33"]);
+}
+
+#[test]
+fn a_snapshot_taken_for_another_node_is_refused() {
+    let (_cache, mut p) = writer("bj-1");
+    two_sites(&mut p);
+    let bytes = p.capture().into_snapshot().encode().unwrap();
+    let err = crate::cache::persist::load(&bytes, "gz-1").err().unwrap();
+    assert!(err.contains("\"bj-1\""), "{err}");
+    let err = crate::cache::persist::load(&bytes[..bytes.len() / 2], "bj-1")
+        .err()
+        .unwrap();
+    assert!(err.starts_with("truncated"), "{err}");
+}

@@ -1,0 +1,230 @@
+//! The writer's side of the snapshot: restoring its upstream objects from
+//! one, capturing its state for the next, and deciding when to write.
+
+use std::{
+    collections::BTreeMap,
+    sync::Arc,
+    time::{Duration, Instant, SystemTime},
+};
+
+use kube::runtime::watcher;
+use serde_json::{value::RawValue, Value};
+use sitegrid_apimachinery::endpointslice;
+use tokio::task::JoinHandle;
+use tracing::warn;
+
+use super::{incoming::Stored, Writer};
+use crate::{
+    cache::{
+        kind::{ApiVersion, PerKind, ResourceKind},
+        persist::{Capture, Disk, UpstreamEntry},
+        topology::TopologyKeys,
+        Cache,
+    },
+    upstream::UpstreamObject,
+};
+
+/// How often the writer checks whether a snapshot is due.
+pub(super) const CHECK_PERIOD: Duration = Duration::from_secs(1);
+
+/// What a snapshot held of the upstream objects, per restored kind.
+pub(in crate::cache) struct RestoredUpstream {
+    /// The restored kinds' upstream objects.
+    pub(in crate::cache) kinds: PerKind<Option<Vec<UpstreamEntry>>>,
+    /// The EndpointSlice version they are in.
+    pub(in crate::cache) slice_version: ApiVersion,
+}
+
+/// When the last snapshot was written, and the one being written.
+pub(super) struct Persister {
+    disk: Arc<Disk>,
+    /// The clock the newest snapshot (written or restored) reflects.
+    clock: u64,
+    /// The kinds it holds.
+    kinds: Vec<ResourceKind>,
+    /// When this process last wrote one.
+    last: Option<Instant>,
+    writing: Option<JoinHandle<()>>,
+}
+
+impl Persister {
+    pub(super) fn new(disk: Disk, cache: &Cache) -> Persister {
+        let restored = cache.readiness().restored_from().is_some();
+        Persister {
+            disk: Arc::new(disk),
+            // A restored cache starts with the snapshot's content: nothing to write yet.
+            clock: if restored { cache.current_rv() } else { 0 },
+            kinds: served(cache),
+            last: None,
+            writing: None,
+        }
+    }
+}
+
+/// The kinds the cache serves.
+fn served(cache: &Cache) -> Vec<ResourceKind> {
+    ResourceKind::ALL
+        .into_iter()
+        .filter(|k| cache.readiness().is_served(*k))
+        .collect()
+}
+
+impl Writer {
+    /// Takes the snapshot's upstream objects as this writer's own, without
+    /// emitting anything: the stores already hold the views made from them.
+    pub(super) fn restore(&mut self, restored: RestoredUpstream) {
+        for (kind, entries) in restored.kinds.into_entries() {
+            let Some(entries) = entries else { continue };
+            let objects: BTreeMap<String, Stored> = entries
+                .into_iter()
+                .map(|e| (e.key, Stored::restored(e.rv, e.raw.as_deref(), e.service)))
+                .collect();
+            if kind == ResourceKind::EndpointSlices {
+                for (key, stored) in &objects {
+                    if let Some(svc) = &stored.service {
+                        self.slices_by_service
+                            .entry(svc.clone())
+                            .or_default()
+                            .insert(key.clone());
+                    }
+                }
+            }
+            self.upstream[kind].objects = objects;
+        }
+        // The topology inputs, from the served Services and Nodes (served as the API server sent them).
+        let (services, _) = self.cache.store(ResourceKind::Services).snapshot("");
+        for view in services {
+            let annotations = string_map(&view.native_body_value(), "annotations");
+            if let Ok(Some(keys)) = TopologyKeys::from_annotations(Some(&annotations)) {
+                self.services.insert(view.key.clone(), keys);
+            }
+        }
+        let (nodes, _) = self.cache.store(ResourceKind::Nodes).snapshot("");
+        for view in nodes {
+            let labels = string_map(&view.native_body_value(), "labels");
+            self.nodes.insert(view.key.clone(), labels);
+        }
+        debug_assert!(restored.slice_version == self.cache.native(ResourceKind::EndpointSlices));
+    }
+
+    /// Writes a snapshot in the background when one is due: something
+    /// changed, the previous write is done, and either none was written yet
+    /// by this process (the first sync just completed) or the interval passed.
+    pub(super) fn persist_if_due(&mut self) {
+        let Some(p) = &self.persister else { return };
+        if p.writing.as_ref().is_some_and(|w| !w.is_finished()) || !self.dirty() {
+            return;
+        }
+        let due = match p.last {
+            None => self.cache.readiness().is_ready(),
+            Some(at) => at.elapsed() >= p.disk.interval,
+        };
+        if !due {
+            return;
+        }
+        let capture = self.capture();
+        let Some(p) = &mut self.persister else { return };
+        p.clock = capture.clock;
+        p.kinds = capture.kinds.iter().map(|(k, ..)| *k).collect();
+        p.last = Some(Instant::now());
+        let (disk, cache) = (p.disk.clone(), self.cache.clone());
+        p.writing = Some(tokio::task::spawn_blocking(move || {
+            disk.write(capture, cache.persisted())
+        }));
+    }
+
+    /// The last write before the writer ends: waits for one in progress,
+    /// then writes what changed since.
+    pub(super) async fn persist_last(&mut self) {
+        let Some(p) = &mut self.persister else { return };
+        if let Some(writing) = p.writing.take() {
+            let _ = writing.await;
+        }
+        if !self.dirty() {
+            return;
+        }
+        let capture = self.capture();
+        let Some(p) = &self.persister else { return };
+        let (disk, cache) = (p.disk.clone(), self.cache.clone());
+        let _ = tokio::task::spawn_blocking(move || disk.write(capture, cache.persisted())).await;
+    }
+
+    /// Whether the cache moved since the newest snapshot.
+    fn dirty(&self) -> bool {
+        self.persister
+            .as_ref()
+            .is_some_and(|p| p.clock != self.cache.current_rv() || p.kinds != served(&self.cache))
+    }
+
+    /// The served kinds' stores and this writer's upstream objects, now.
+    pub(super) fn capture(&self) -> Capture {
+        let (events, bytes) = Capture::LOG_BOUNDS;
+        let kinds = served(&self.cache)
+            .into_iter()
+            .map(|kind| {
+                let export = self.cache.store(kind).export(events, bytes);
+                let upstream = self.upstream[kind]
+                    .objects
+                    .iter()
+                    .map(|(key, s)| UpstreamEntry {
+                        key: key.clone(),
+                        rv: s.rv.to_string(),
+                        raw: s.json(),
+                        service: s.service.clone(),
+                    })
+                    .collect();
+                (kind, export, upstream)
+            })
+            .collect();
+        Capture {
+            node: self.local_node.clone(),
+            taken: SystemTime::now(),
+            clock: self.cache.current_rv(),
+            slice_version: self.cache.native(ResourceKind::EndpointSlices),
+            kinds,
+        }
+    }
+}
+
+/// `metadata.<field>` of an object as a string map.
+fn string_map(obj: &Value, field: &str) -> BTreeMap<String, String> {
+    obj.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect()
+}
+
+/// An EndpointSlice event with its object converted to version `to`.
+pub(super) fn convert(
+    event: watcher::Event<UpstreamObject>,
+    to: ApiVersion,
+) -> watcher::Event<UpstreamObject> {
+    let conv = |obj: UpstreamObject| -> UpstreamObject {
+        let Ok(mut value) = serde_json::from_str::<Value>(obj.raw.get()) else {
+            return obj;
+        };
+        match to {
+            ApiVersion::V1 => endpointslice::v1beta1_to_v1(&mut value),
+            ApiVersion::V1beta1 => endpointslice::v1_to_v1beta1(&mut value),
+        }
+        match serde_json::value::to_raw_value(&value) {
+            Ok(raw) => UpstreamObject {
+                metadata: obj.metadata,
+                raw: Arc::<RawValue>::from(raw),
+            },
+            Err(e) => {
+                warn!(error = %e, "cannot convert an EndpointSlice; kept as sent");
+                obj
+            }
+        }
+    };
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(conv(o)),
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(conv(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(conv(o)),
+        other => other,
+    }
+}
