@@ -6,18 +6,25 @@
 # shellcheck source-path=SCRIPTDIR source=harness.sh
 source "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
 
-# start_proxy NODE PORT: a sitegrid-proxy for NODE on 127.0.0.1:PORT with
-# kube-proxy's credentials; waits until it serves every cached kind.
+# start_proxy NODE PORT [FLAGS...]: a sitegrid-proxy for NODE on 127.0.0.1:PORT with
+# kube-proxy's credentials ($PROXY_KUBECONFIG instead, when set), its snapshot in
+# $SITEGRID_E2E_RUN/proxy-data/NODE-PORT, and FLAGS; waits until it serves every cached
+# kind.
 start_proxy() {
     local node=$1 port=$2
-    "$SITEGRID_PROXY_BIN" --kubeconfig "$SITEGRID_E2E_KUBE_PROXY_KUBECONFIG" --hostname "$node" \
-        --bind-address "127.0.0.1:$port" --log-level info >"$SITEGRID_E2E_LOGS/proxy-$node.log" 2>&1 &
+    shift 2
+    "$SITEGRID_PROXY_BIN" --kubeconfig "${PROXY_KUBECONFIG:-$SITEGRID_E2E_KUBE_PROXY_KUBECONFIG}" --hostname "$node" \
+        --bind-address "127.0.0.1:$port" --data-dir "$SITEGRID_E2E_RUN/proxy-data/$node-$port" \
+        --log-level info "$@" >>"$SITEGRID_E2E_LOGS/proxy-$node.log" 2>&1 &
     track $!
     local path
     for path in /api/v1/services /api/v1/endpoints /apis/discovery.k8s.io/v1beta1/endpointslices /api/v1/nodes; do
         retry 30 curl -sf -o /dev/null "http://127.0.0.1:$port$path?limit=1" || fail "proxy for $node does not serve $path"
     done
 }
+
+# listener_pid PORT: the PID of the process listening on 127.0.0.1:PORT.
+listener_pid() { ss -ltnpH "sport = :$1" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1; }
 
 # slice_ips URL: the sorted endpoint addresses of servicegrid-demo-svc's slices at URL (a proxy or the apiserver).
 slice_ips() {

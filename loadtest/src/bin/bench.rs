@@ -13,17 +13,12 @@
 use std::{
     net::SocketAddr,
     path::PathBuf,
-    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
 use bytes::Bytes;
 use clap::Parser;
 use http_body_util::{BodyExt, Empty};
-use hyper_util::{
-    client::legacy::{connect::HttpConnector, Client},
-    rt::TokioExecutor,
-};
 use k8s_openapi::api::core::v1::Endpoints;
 use k8s_pb::api::core::v1 as pb_core;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as pb_meta;
@@ -31,6 +26,7 @@ use k8s_pb::apimachinery::pkg::runtime::Unknown;
 use prost::Message;
 use serde_json::{json, Value};
 use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
+use sitegrid_loadtest::{client, cpu_ms, rss_kib, spawn_proxy, wait_served, HttpClient};
 use sitegrid_proxy::upstream::UpstreamObject;
 
 /// Flags.
@@ -75,8 +71,6 @@ struct Args {
 /// kube-proxy's Accept.
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf, */*";
 
-type HttpClient = Client<HttpConnector, Empty<Bytes>>;
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
@@ -101,7 +95,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let api = ApiServer::new(ApiServerConfig::default());
         api.load(sample::synthetic(1, 1, 0, 0, "v1"));
         let up = api.serve("127.0.0.1:0".parse()?).await?;
-        let (mut child, addr) = spawn_proxy(&proxy_bin, &up.url()).await?;
+        let (mut child, addr) = spawn_proxy(&proxy_bin, &up.url(), &[])?;
         wait_served(&client(), addr, "/api/v1/services").await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
         let rss = rss_kib(child.id());
@@ -120,7 +114,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ));
     let up = api.serve("127.0.0.1:0".parse()?).await?;
     let started = Instant::now();
-    let (mut child, proxy) = spawn_proxy(&proxy_bin, &up.url()).await?;
+    let (mut child, proxy) = spawn_proxy(&proxy_bin, &up.url(), &[])?;
     let http = client();
     // What kube-proxy (EndpointSlice mode) reads: Services, Nodes, EndpointSlices;
     // Endpoints are reflected on demand, from the first request for them.
@@ -265,62 +259,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.idle_watchers, idle_watch_kib
     );
     Ok(())
-}
-
-fn client() -> HttpClient {
-    Client::builder(TokioExecutor::new())
-        .pool_max_idle_per_host(512)
-        .build_http()
-}
-
-async fn spawn_proxy(
-    bin: &PathBuf,
-    upstream: &str,
-) -> Result<(Child, SocketAddr), Box<dyn std::error::Error>> {
-    let port = free_port()?;
-    let dir = std::env::temp_dir().join(format!("sitegrid-bench-{}-{port}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {upstream}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user: {{}}\ncurrent-context: c\n"))?;
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-    let child = Command::new(bin)
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg("--hostname=site-0-node-0")
-        .arg(format!("--bind-address={addr}"))
-        .arg("--log-level=warn")
-        .stdout(Stdio::null())
-        .spawn()?;
-    Ok((child, addr))
-}
-
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-/// Waits until the proxy at `addr` answers a LIST of `path` (its first
-/// request for a kind also starts that kind's sync).
-async fn wait_served(
-    http: &HttpClient,
-    addr: SocketAddr,
-    path: &str,
-) -> Result<(), Box<dyn std::error::Error>> {
-    for _ in 0..600 {
-        if let Ok(resp) = http
-            .get(format!("http://{addr}{path}?limit=1").parse()?)
-            .await
-        {
-            let ok = resp.status() == 200;
-            let _ = resp.into_body().collect().await;
-            if ok {
-                return Ok(());
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(format!("proxy on {addr} did not serve within 60 s").into())
 }
 
 async fn time_lists(
@@ -620,30 +558,6 @@ async fn idle_watchers(
     let after = rss_kib(pid);
     drop(open);
     Ok(after.saturating_sub(before) as f64 / n as f64)
-}
-
-/// CPU time (user + system) the process used so far, in ms.
-fn cpu_ms(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces): utime is the 12th, stime the 13th.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<f64> = rest
-        .split_whitespace()
-        .map(|x| x.parse().unwrap_or(0.0))
-        .collect();
-    // Clock ticks are 100 per second on Linux.
-    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) * 10.0
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {

@@ -98,7 +98,7 @@ pub fn new(config: CacheConfig) -> (Cache, WriterSlot) {
 /// An empty cache whose versions start after `start_rv`.
 pub fn with_start_rv(config: CacheConfig, start_rv: u64) -> (Cache, WriterSlot) {
     let shared = build(config, start_rv, readiness(config));
-    (Cache(shared.clone()), WriterSlot::new(shared, None, None))
+    (Cache(shared.clone()), WriterSlot::new(shared, None))
 }
 
 /// The cache with what the data directory held: the snapshot's kinds
@@ -109,7 +109,7 @@ pub fn open(config: CacheConfig, opened: persist::Opened) -> (Cache, WriterSlot)
     let persist::Opened { disk, restored } = opened;
     let Some(restored) = restored else {
         let shared = build(config, start_rv_now(), readiness(config));
-        return (Cache(shared.clone()), WriterSlot::new(shared, None, disk));
+        return (Cache(shared.clone()), WriterSlot::new(shared, disk));
     };
     let kinds: Vec<ResourceKind> = ResourceKind::ALL
         .into_iter()
@@ -121,7 +121,6 @@ pub fn open(config: CacheConfig, opened: persist::Opened) -> (Cache, WriterSlot)
     let shared = build(config, start_rv, readiness);
     let _ = shared.slice_version.set(restored.slice_version);
     shared.persist.loaded(restored.written);
-    let mut upstream = PerKind::default();
     for (kind, entry) in restored.kinds.into_entries() {
         if let Some(k) = entry {
             shared.stores[kind].restore(StoreExport {
@@ -130,17 +129,9 @@ pub fn open(config: CacheConfig, opened: persist::Opened) -> (Cache, WriterSlot)
                 compacted_rv: k.compacted_rv,
                 last_rv: k.last_rv,
             });
-            upstream[kind] = Some(k.upstream);
         }
     }
-    let restored_upstream = writer::RestoredUpstream {
-        kinds: upstream,
-        slice_version: restored.slice_version,
-    };
-    (
-        Cache(shared.clone()),
-        WriterSlot::new(shared, Some(restored_upstream), disk),
-    )
+    (Cache(shared.clone()), WriterSlot::new(shared, disk))
 }
 
 /// What is wanted from the start: every kind, or with on-demand

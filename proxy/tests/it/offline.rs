@@ -12,11 +12,16 @@ use serde_json::{json, Value};
 use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
 use sitegrid_proxy::app::{start, ProxyOptions, RunningProxy};
 
-const LISTS: [&str; 4] = [
+/// Lists of every cached kind, and gets of one object of each.
+const READS: [&str; 8] = [
     "/api/v1/services",
     "/api/v1/endpoints",
     "/apis/discovery.k8s.io/v1/endpointslices",
     "/api/v1/nodes",
+    "/api/v1/namespaces/default/services/plain-echo",
+    "/api/v1/namespaces/default/endpoints/servicegrid-demo-svc",
+    "/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dservicegrid-demo-svc",
+    "/api/v1/nodes/bj-1",
 ];
 
 fn data_dir(name: &str) -> PathBuf {
@@ -65,10 +70,10 @@ async fn get_json(url: &str) -> Value {
     serde_json::from_slice(&body).unwrap()
 }
 
-/// The lists of every cached kind, byte for byte.
-async fn lists(url: &str) -> Vec<Bytes> {
+/// The answers to [`READS`], byte for byte.
+async fn reads(url: &str) -> Vec<Bytes> {
     let mut out = Vec::new();
-    for path in LISTS {
+    for path in READS {
         let (code, body) = get(&format!("{url}{path}")).await;
         assert_eq!(code, 200, "{path}");
         out.push(body);
@@ -173,7 +178,7 @@ async fn a_restart_while_the_api_server_is_down_serves_the_snapshot_then_only_di
     ))
     .await;
     w.until("10.1.0.1").await;
-    let before = lists(&url).await;
+    let before = reads(&url).await;
     // A graceful stop writes what changed since the last snapshot.
     first.shutdown().await;
     upstream.shutdown().await;
@@ -181,9 +186,9 @@ async fn a_restart_while_the_api_server_is_down_serves_the_snapshot_then_only_di
     // 2. Restarted with the API server down: the same lists, byte for byte.
     let (second, url) = proxy(&upstream_url, options("bj-1", &dir)).await;
     assert_eq!(
-        lists(&url).await,
+        reads(&url).await,
         before,
-        "the snapshot's lists, versions included"
+        "the snapshot's lists and objects, versions included"
     );
     let (code, ready) = get(&format!("{url}/readyz")).await;
     let ready = String::from_utf8_lossy(&ready).into_owned();

@@ -51,9 +51,6 @@ pub struct KindSnapshot {
     pub objects: Vec<String>,
     /// The newest logged events, oldest first, for watches resumed after a restart.
     pub log: Vec<LoggedEvent>,
-    /// What the writer keeps of each upstream object, so a relist after the
-    /// restart yields only the differences.
-    pub upstream: Vec<UpstreamEntry>,
 }
 
 /// One logged event.
@@ -68,19 +65,6 @@ pub struct LoggedEvent {
     /// The state before, when no earlier logged event of the same object
     /// carries it (None for ADDED, and when an earlier event does).
     pub prev: Option<String>,
-}
-
-/// One upstream object as the writer keeps it.
-#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct UpstreamEntry {
-    /// `ns/name` or `name`.
-    pub key: String,
-    /// The upstream resourceVersion.
-    pub rv: String,
-    /// Endpoints and EndpointSlices: the JSON the API server sent.
-    pub raw: Option<String>,
-    /// EndpointSlices: the `ns/service` they belong to.
-    pub service: Option<String>,
 }
 
 /// Why a snapshot file is not used.
@@ -182,12 +166,6 @@ mod tests {
                     event_type: "MODIFIED".into(),
                     object: r#"{"metadata":{"name":"a","resourceVersion":"7"}}"#.into(),
                     prev: Some(r#"{"metadata":{"name":"a","resourceVersion":"3"}}"#.into()),
-                }],
-                upstream: vec![UpstreamEntry {
-                    key: "default/a".into(),
-                    rv: "42".into(),
-                    raw: None,
-                    service: None,
                 }],
             }],
         }

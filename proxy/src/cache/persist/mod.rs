@@ -3,8 +3,12 @@
 //!
 //! One file, `<data-dir>/snapshot` ([`format`]): the served objects of every
 //! served kind with their resourceVersions, the newest events of each kind's
-//! resume log, the writer's upstream objects (the topology inputs and the raw
-//! Endpoints and EndpointSlices views are recomputed from) and the clock.
+//! resume log, and the clock. Not the upstream objects the writer keeps (all
+//! sites' endpoints, three times the size): while the API server is
+//! unreachable nothing can change them, and the relist after reconnecting
+//! brings them all again, compared with what is served so that only
+//! differences go out. The topology inputs (node labels, Services'
+//! `topologyKeys`) are read back from the served Nodes and Services.
 //!
 //! - **Written behind the cache**: the writer captures its state (reference
 //!   counts, no copies of the served bodies) at most once per
@@ -24,9 +28,7 @@
 //! Loading checks the format version, the checksum, the node the views were
 //! filtered for and the consistency of the versions inside; anything wrong is
 //! said in one log line and the snapshot ignored (the next sync writes a new
-//! one). The cache ([`super::open`]) restores the stores from it; the writer
-//! restores its upstream objects, so the relist after reconnecting yields
-//! only the differences.
+//! one). The cache ([`super::open`]) restores the stores from it.
 
 mod format;
 
@@ -44,7 +46,7 @@ use serde_json::{Map, Value};
 use sitegrid_runtime::fs::AtomicFile;
 use tracing::{debug, info, warn};
 
-pub use format::{FormatError, KindSnapshot, LoggedEvent, Snapshot, UpstreamEntry};
+pub use format::{FormatError, KindSnapshot, LoggedEvent, Snapshot};
 
 use super::{
     kind::{ApiVersion, PerKind, ResourceKind},
@@ -101,8 +103,6 @@ pub struct RestoredKind {
     pub compacted_rv: u64,
     /// The newest version of this kind.
     pub last_rv: u64,
-    /// The writer's upstream objects.
-    pub upstream: Vec<UpstreamEntry>,
 }
 
 /// Opens `dir` for node `node`: creates it if needed, checks that snapshots
@@ -122,7 +122,9 @@ pub fn open(dir: &Path, node: &str, interval: Duration) -> Opened {
     };
     let restored = match std::fs::read(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            info!(path = %path.display(), "no snapshot yet; one is written after the first sync");
+            if disk.is_some() {
+                info!(path = %path.display(), "no snapshot yet; one is written after the first sync");
+            }
             None
         }
         Err(e) => {
@@ -239,7 +241,6 @@ impl RestoredKind {
             log,
             compacted_rv: k.compacted_rv,
             last_rv: k.last_rv,
-            upstream: k.upstream,
         })
     }
 }
@@ -257,8 +258,8 @@ fn view_of(body: &str) -> Result<View, String> {
     Ok(View::new(&map, rv))
 }
 
-/// What the writer captures for one snapshot: reference-counted views and
-/// its upstream objects, turned into bytes off its thread.
+/// What the writer captures for one snapshot: reference-counted views,
+/// turned into bytes off its thread.
 pub struct Capture {
     /// The node the views are filtered for.
     pub node: String,
@@ -268,8 +269,8 @@ pub struct Capture {
     pub clock: u64,
     /// The EndpointSlice version the slices are stored in.
     pub slice_version: ApiVersion,
-    /// Each served kind: its store and the writer's upstream objects.
-    pub kinds: Vec<(ResourceKind, StoreExport, Vec<UpstreamEntry>)>,
+    /// Each served kind's store.
+    pub kinds: Vec<(ResourceKind, StoreExport)>,
 }
 
 impl Capture {
@@ -282,7 +283,7 @@ impl Capture {
         let kinds = self
             .kinds
             .into_iter()
-            .map(|(kind, export, upstream)| {
+            .map(|(kind, export)| {
                 let mut seen = std::collections::HashSet::new();
                 let log = export
                     .log
@@ -306,7 +307,6 @@ impl Capture {
                     last_rv: export.last_rv,
                     objects: export.objects.iter().map(|v| text(v)).collect(),
                     log,
-                    upstream,
                 }
             })
             .collect();

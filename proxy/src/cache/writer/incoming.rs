@@ -84,21 +84,13 @@ impl Stored {
         }
     }
 
-    /// What a snapshot kept of an object (`raw`: its JSON, for Endpoints and EndpointSlices).
-    pub(super) fn restored(rv: String, raw: Option<&str>, service: Option<String>) -> Stored {
+    /// An object known only from what is served (restored from a snapshot).
+    pub(super) fn unknown() -> Stored {
         Stored {
-            rv: rv.into(),
-            raw: raw
-                .map(|json| lz4_flex::compress_prepend_size(json.as_bytes()).into_boxed_slice()),
-            service,
+            rv: "".into(),
+            raw: None,
+            service: None,
         }
-    }
-
-    /// The kept JSON (Endpoints and EndpointSlices) as text, for a snapshot.
-    pub(super) fn json(&self) -> Option<String> {
-        let raw = self.raw.as_ref()?;
-        let json = lz4_flex::decompress_size_prepended(raw).ok()?;
-        String::from_utf8(json).ok()
     }
 
     /// The kept JSON (Endpoints and EndpointSlices), parsed.

@@ -33,7 +33,6 @@ use super::{
 use crate::upstream::UpstreamObject;
 use incoming::{Incoming, Once, Stored};
 use persisting::Persister;
-pub(super) use persisting::RestoredUpstream;
 
 /// What a reflector hands the writer.
 pub type UpstreamEvent = (ResourceKind, watcher::Event<UpstreamObject>);
@@ -42,23 +41,13 @@ pub type UpstreamEvent = (ResourceKind, watcher::Event<UpstreamObject>);
 /// [`Writer`] once the upstream's EndpointSlice version is known.
 pub struct WriterSlot {
     shared: Arc<Shared>,
-    /// What the snapshot held of the upstream objects.
-    restored: Option<RestoredUpstream>,
     /// Where the writer keeps the snapshot current.
     disk: Option<Disk>,
 }
 
 impl WriterSlot {
-    pub(super) fn new(
-        shared: Arc<Shared>,
-        restored: Option<RestoredUpstream>,
-        disk: Option<Disk>,
-    ) -> WriterSlot {
-        WriterSlot {
-            shared,
-            restored,
-            disk,
-        }
+    pub(super) fn new(shared: Arc<Shared>, disk: Option<Disk>) -> WriterSlot {
+        WriterSlot { shared, disk }
     }
 
     /// The cache this slot writes.
@@ -86,8 +75,8 @@ impl WriterSlot {
             slices_by_service: HashMap::new(),
             convert_slices: (native != slice_version).then_some(native),
         };
-        if let Some(restored) = self.restored {
-            writer.restore(restored);
+        if writer.cache.readiness().restored_from().is_some() {
+            writer.restore_topology();
         }
         if let Some(to) = writer.convert_slices {
             warn!(snapshot = to.as_str(), upstream = slice_version.as_str(), "the snapshot stores EndpointSlices in another version than the API server now serves; they are converted on arrival");
@@ -197,18 +186,35 @@ impl Writer {
 
     /// A relist completed: swap it in, emitting only the differences.
     fn relisted(&mut self, kind: ResourceKind, batch: &mut Batch) {
+        let fresh = self.upstream[kind].relist.take().unwrap_or_default();
+        // Restored from a snapshot, the store serves objects this writer has
+        // no upstream copy of: those the API server no longer has go too.
+        let restored_gone: Vec<(String, Stored)> = if !self.upstream[kind].synced
+            && self.cache.readiness().is_restored(kind)
+        {
+            let (served, _) = self.cache.store(kind).snapshot("");
+            served
+                .iter()
+                .filter(|v| {
+                    !fresh.contains_key(&v.key) && !self.upstream[kind].objects.contains_key(&v.key)
+                })
+                .map(|v| (v.key.clone(), Stored::unknown()))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let up = &mut self.upstream[kind];
-        let fresh = up.relist.take().unwrap_or_default();
         let gone: Vec<String> = up
             .objects
             .keys()
             .filter(|k| !fresh.contains_key(*k))
             .cloned()
             .collect();
-        let deleted: Vec<(String, Stored)> = gone
+        let mut deleted: Vec<(String, Stored)> = gone
             .into_iter()
             .filter_map(|k| up.objects.remove(&k).map(|s| (k, s)))
             .collect();
+        deleted.extend(restored_gone);
         let total = fresh.len();
         let upserted: Vec<(String, Incoming)> = fresh
             .into_iter()

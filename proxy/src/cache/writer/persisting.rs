@@ -1,5 +1,5 @@
-//! The writer's side of the snapshot: restoring its upstream objects from
-//! one, capturing its state for the next, and deciding when to write.
+//! The writer's side of the snapshot: the topology inputs read back from a
+//! restored one, capturing the stores for the next, and deciding when to write.
 
 use std::{
     collections::BTreeMap,
@@ -13,11 +13,11 @@ use sitegrid_apimachinery::endpointslice;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
-use super::{incoming::Stored, Writer};
+use super::Writer;
 use crate::{
     cache::{
-        kind::{ApiVersion, PerKind, ResourceKind},
-        persist::{Capture, Disk, UpstreamEntry},
+        kind::{ApiVersion, ResourceKind},
+        persist::{Capture, Disk},
         topology::TopologyKeys,
         Cache,
     },
@@ -26,14 +26,6 @@ use crate::{
 
 /// How often the writer checks whether a snapshot is due.
 pub(super) const CHECK_PERIOD: Duration = Duration::from_secs(1);
-
-/// What a snapshot held of the upstream objects, per restored kind.
-pub(in crate::cache) struct RestoredUpstream {
-    /// The restored kinds' upstream objects.
-    pub(in crate::cache) kinds: PerKind<Option<Vec<UpstreamEntry>>>,
-    /// The EndpointSlice version they are in.
-    pub(in crate::cache) slice_version: ApiVersion,
-}
 
 /// When the last snapshot was written, and the one being written.
 pub(super) struct Persister {
@@ -70,28 +62,9 @@ fn served(cache: &Cache) -> Vec<ResourceKind> {
 }
 
 impl Writer {
-    /// Takes the snapshot's upstream objects as this writer's own, without
-    /// emitting anything: the stores already hold the views made from them.
-    pub(super) fn restore(&mut self, restored: RestoredUpstream) {
-        for (kind, entries) in restored.kinds.into_entries() {
-            let Some(entries) = entries else { continue };
-            let objects: BTreeMap<String, Stored> = entries
-                .into_iter()
-                .map(|e| (e.key, Stored::restored(e.rv, e.raw.as_deref(), e.service)))
-                .collect();
-            if kind == ResourceKind::EndpointSlices {
-                for (key, stored) in &objects {
-                    if let Some(svc) = &stored.service {
-                        self.slices_by_service
-                            .entry(svc.clone())
-                            .or_default()
-                            .insert(key.clone());
-                    }
-                }
-            }
-            self.upstream[kind].objects = objects;
-        }
-        // The topology inputs, from the served Services and Nodes (served as the API server sent them).
+    /// Reads the topology inputs back from the restored Services and Nodes
+    /// (served as the API server sent them), without emitting anything.
+    pub(super) fn restore_topology(&mut self) {
         let (services, _) = self.cache.store(ResourceKind::Services).snapshot("");
         for view in services {
             let annotations = string_map(&view.native_body_value(), "annotations");
@@ -104,7 +77,6 @@ impl Writer {
             let labels = string_map(&view.native_body_value(), "labels");
             self.nodes.insert(view.key.clone(), labels);
         }
-        debug_assert!(restored.slice_version == self.cache.native(ResourceKind::EndpointSlices));
     }
 
     /// Writes a snapshot in the background when one is due: something
@@ -161,20 +133,7 @@ impl Writer {
         let (events, bytes) = Capture::LOG_BOUNDS;
         let kinds = served(&self.cache)
             .into_iter()
-            .map(|kind| {
-                let export = self.cache.store(kind).export(events, bytes);
-                let upstream = self.upstream[kind]
-                    .objects
-                    .iter()
-                    .map(|(key, s)| UpstreamEntry {
-                        key: key.clone(),
-                        rv: s.rv.to_string(),
-                        raw: s.json(),
-                        service: s.service.clone(),
-                    })
-                    .collect();
-                (kind, export, upstream)
-            })
+            .map(|kind| (kind, self.cache.store(kind).export(events, bytes)))
             .collect();
         Capture {
             node: self.local_node.clone(),

@@ -175,9 +175,7 @@ impl Writer {
     }
 
     pub(super) fn project_endpoints(&mut self, key: &str, batch: &mut Batch) {
-        if !self.topology_ready() {
-            return;
-        }
+        // Gone upstream: gone from the view, whatever the topology.
         let Some(mut value) = self.upstream[ResourceKind::Endpoints]
             .objects
             .get(key)
@@ -186,6 +184,9 @@ impl Writer {
             self.emit(ResourceKind::Endpoints, key, None, batch);
             return;
         };
+        if !self.topology_ready() {
+            return;
+        }
         if let Some(keys) = self.services.get(key) {
             let refs = topology::endpoints_refs(&value);
             let local = self.nodes.get(&self.local_node);

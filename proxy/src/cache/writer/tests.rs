@@ -499,25 +499,38 @@ fn after_a_restart_the_first_sync_sends_only_the_differences() {
         .map(|k| again.store(*k).subscribe(None).unwrap().live)
         .collect();
     let mut p = slot.start("bj-1", ApiVersion::V1);
-    // While the proxy was down: plain-echo moved to gz-1 only, gz-3 left.
-    let mut eps = world(Endpoints);
-    let plain = eps
-        .iter()
-        .position(|o| o.key() == "default/plain-echo")
-        .unwrap();
-    eps[plain] = endpoints("plain-echo", &[("10.0.1.33", "gz-1")], 90);
+    // While the proxy was down: plain-echo's Endpoints went, its slice moved
+    // to gz-1 only, and gz-3 left.
+    let eps: Vec<UpstreamObject> = world(Endpoints)
+        .into_iter()
+        .filter(|o| o.key() != "default/plain-echo")
+        .collect();
+    let plain_slice = slice_key("plain-echo");
+    let slices: Vec<UpstreamObject> = world(EndpointSlices)
+        .into_iter()
+        .map(|o| match o.key() == plain_slice {
+            true => slice(
+                plain_slice.trim_start_matches("default/"),
+                "plain-echo",
+                &[("10.0.1.33", "gz-1")],
+                91,
+            ),
+            false => o,
+        })
+        .collect();
     let nodes: Vec<UpstreamObject> = world(Nodes)
         .into_iter()
         .filter(|n| n.key() != "gz-3")
         .collect();
+    // Endpoints first: their deletion needs no topology.
+    sync(&mut p, Endpoints, eps);
     sync(&mut p, Nodes, nodes);
     sync(&mut p, Services, world(Services));
-    sync(&mut p, Endpoints, eps);
     assert!(
         again.readiness().degraded().is_some(),
         "slices are still the snapshot's"
     );
-    sync(&mut p, EndpointSlices, world(EndpointSlices));
+    sync(&mut p, EndpointSlices, slices);
     assert_eq!(again.readiness().degraded(), None);
     let mut got = Vec::new();
     for (kind, rx) in ResourceKind::ALL.iter().zip(live.iter_mut()) {
@@ -529,13 +542,14 @@ fn after_a_restart_the_first_sync_sends_only_the_differences() {
     assert_eq!(
         got,
         [
-            (Endpoints, "MODIFIED", "default/plain-echo".to_owned()),
+            (Endpoints, "DELETED", "default/plain-echo".to_owned()),
+            (EndpointSlices, "MODIFIED", plain_slice.clone()),
             (Nodes, "DELETED", "gz-3".to_owned()),
         ],
         "no ADDED storm, only what changed (gz-3 is not in bj-1's site: no view changes with it)"
     );
     assert!(again.current_rv() > clock);
-    assert_eq!(ips(&again, "plain-echo"), ["10.0.1.33"]);
+    assert!(again.store(Endpoints).get("default/plain-echo").is_none());
 }
 
 #[test]

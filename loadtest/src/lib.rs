@@ -1,0 +1,120 @@
+//! What the load tools share: running a `sitegrid-proxy` process against an
+//! upstream, waiting for it, and reading its CPU time and RSS from `/proc`.
+
+use std::{
+    net::SocketAddr,
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::{
+    client::legacy::{connect::HttpConnector, Client},
+    rt::TokioExecutor,
+};
+
+/// An HTTP/1.1 client with a large idle pool (many watchers per host).
+pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+
+/// A client for the proxy and the upstream.
+pub fn client() -> HttpClient {
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(512)
+        .build_http()
+}
+
+/// Starts the proxy binary `bin` for node `site-0-node-0` against `upstream`
+/// on a free loopback port, with `extra` flags; its snapshot goes to a
+/// directory of its own unless `extra` names a `--data-dir`.
+pub fn spawn_proxy(
+    bin: &Path,
+    upstream: &str,
+    extra: &[String],
+) -> Result<(Child, SocketAddr), Box<dyn std::error::Error>> {
+    let port = free_port()?;
+    let dir = std::env::temp_dir().join(format!("sitegrid-bench-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {upstream}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user: {{}}\ncurrent-context: c\n"))?;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg("--hostname=site-0-node-0")
+        .arg(format!("--bind-address={addr}"))
+        .arg("--log-level=warn")
+        .args(extra)
+        .stdout(Stdio::null());
+    if !extra.iter().any(|a| a.starts_with("--data-dir")) {
+        cmd.arg(format!("--data-dir={}", dir.join("data").display()));
+    }
+    Ok((cmd.spawn()?, addr))
+}
+
+/// A free loopback port.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Waits until the proxy at `addr` answers a LIST of `path` (its first
+/// request for a kind also starts that kind's sync).
+pub async fn wait_served(
+    http: &HttpClient,
+    addr: SocketAddr,
+    path: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    for _ in 0..6000 {
+        if let Ok(resp) = http
+            .get(format!("http://{addr}{path}?limit=1").parse()?)
+            .await
+        {
+            let ok = resp.status() == 200;
+            let _ = resp.into_body().collect().await;
+            if ok {
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Err(format!("proxy on {addr} did not serve within 60 s").into())
+}
+
+/// CPU time (user + system) the process used so far, in ms.
+pub fn cpu_ms(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces): utime is the 12th, stime the 13th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    // Clock ticks are 100 per second on Linux.
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) * 10.0
+}
+
+/// The process's resident set, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The value of `series` (its full name with labels) in a Prometheus text exposition.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
