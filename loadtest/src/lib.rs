@@ -3,7 +3,7 @@
 
 use std::{
     net::SocketAddr,
-    path::Path,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::Duration,
 };
@@ -14,6 +14,23 @@ use hyper_util::{
     client::legacy::{connect::HttpConnector, Client},
     rt::TokioExecutor,
 };
+
+/// The sitegrid-proxy binary: `given`, else the one next to this program.
+pub fn proxy_bin(given: Option<&Path>) -> Result<PathBuf, String> {
+    let bin = match given {
+        Some(p) => p.to_owned(),
+        None => std::env::current_exe()
+            .map_err(|e| e.to_string())?
+            .with_file_name("sitegrid-proxy"),
+    };
+    if !bin.exists() {
+        return Err(format!(
+            "{} not found: build it (cargo build --release -p sitegrid-proxy) or pass --proxy-bin",
+            bin.display()
+        ));
+    }
+    Ok(bin)
+}
 
 /// An HTTP/1.1 client with a large idle pool (many watchers per host).
 pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;

@@ -28,18 +28,9 @@ struct Args {
     /// Sample cluster to load at start.
     #[arg(long, value_enum, default_value = "two-sites")]
     sample: Sample,
-    /// Synthetic sample: number of sites.
-    #[arg(long, default_value_t = 10)]
-    sites: usize,
-    /// Synthetic sample: nodes per site.
-    #[arg(long, default_value_t = 10)]
-    nodes_per_site: usize,
-    /// Synthetic sample: number of Services.
-    #[arg(long, default_value_t = 1000)]
-    services: usize,
-    /// Synthetic sample: endpoints per Service.
-    #[arg(long, default_value_t = 10)]
-    endpoints_per_service: usize,
+    /// The synthetic sample's size.
+    #[command(flatten)]
+    size: sample::SyntheticSize,
     /// Served discovery.k8s.io version of EndpointSlices.
     #[arg(long, default_value = "v1", value_parser = ["v1", "v1beta1"])]
     endpointslice_version: String,
@@ -62,13 +53,7 @@ async fn main() -> ExitCode {
     });
     let objects = match args.sample {
         Sample::TwoSites => sample::two_sites(version),
-        Sample::Synthetic => sample::synthetic(
-            args.sites,
-            args.nodes_per_site,
-            args.services,
-            args.endpoints_per_service,
-            version,
-        ),
+        Sample::Synthetic => args.size.objects(version),
         Sample::Empty => Vec::new(),
     };
     let count = objects.len();

@@ -65,6 +65,42 @@ fn addr(first: u8, second: u8, index: usize) -> String {
     format!("{first}.{second}.{}.{}", (index / 256) % 256, index % 256)
 }
 
+/// The synthetic cluster's size as command-line flags: the in-memory API
+/// server's and the benchmarks' (`#[command(flatten)]`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SyntheticSize {
+    /// Synthetic sample: number of sites.
+    #[arg(long, default_value_t = 10)]
+    pub sites: usize,
+    /// Synthetic sample: nodes per site.
+    #[arg(long, default_value_t = 10)]
+    pub nodes_per_site: usize,
+    /// Synthetic sample: number of Services (each with Endpoints and one EndpointSlice).
+    #[arg(long, default_value_t = 1000)]
+    pub services: usize,
+    /// Synthetic sample: endpoints per Service.
+    #[arg(long, default_value_t = 10)]
+    pub endpoints_per_service: usize,
+}
+
+impl SyntheticSize {
+    /// The cluster's objects ([`synthetic`]), EndpointSlices in `endpointslice_version`.
+    pub fn objects(&self, endpointslice_version: &str) -> Vec<Value> {
+        synthetic(
+            self.sites,
+            self.nodes_per_site,
+            self.services,
+            self.endpoints_per_service,
+            endpointslice_version,
+        )
+    }
+
+    /// Endpoints in all.
+    pub fn endpoints(&self) -> usize {
+        self.services * self.endpoints_per_service
+    }
+}
+
 /// A large synthetic cluster: `sites` sites of `nodes_per_site` nodes
 /// (`site-<i>-node-<j>`, label `location=site-<i>`), and `services` Services
 /// `default/svc-<k>` with `topologyKeys: '["location"]'`, each with Endpoints

@@ -26,7 +26,7 @@ use k8s_pb::apimachinery::pkg::runtime::Unknown;
 use prost::Message;
 use serde_json::{json, Value};
 use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
-use sitegrid_loadtest::{client, cpu_ms, rss_kib, spawn_proxy, wait_served, HttpClient};
+use sitegrid_loadtest::{client, cpu_ms, proxy_bin, rss_kib, spawn_proxy, wait_served, HttpClient};
 use sitegrid_proxy::upstream::UpstreamObject;
 
 /// Flags.
@@ -39,18 +39,9 @@ struct Args {
     /// The sitegrid-proxy binary (default: next to this one).
     #[arg(long)]
     proxy_bin: Option<PathBuf>,
-    /// Sites in the synthetic cluster.
-    #[arg(long, default_value_t = 10)]
-    sites: usize,
-    /// Nodes per site.
-    #[arg(long, default_value_t = 10)]
-    nodes_per_site: usize,
-    /// Services (each with Endpoints and one EndpointSlice).
-    #[arg(long, default_value_t = 1000)]
-    services: usize,
-    /// Endpoints per Service.
-    #[arg(long, default_value_t = 10)]
-    endpoints_per_service: usize,
+    /// The synthetic cluster's size.
+    #[command(flatten)]
+    size: sample::SyntheticSize,
     /// Timed LIST requests per target and path.
     #[arg(long, default_value_t = 200)]
     list_iterations: usize,
@@ -74,21 +65,11 @@ const PROTOBUF: &str = "application/vnd.kubernetes.protobuf, */*";
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let proxy_bin = match &args.proxy_bin {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("sitegrid-proxy"),
-    };
-    if !proxy_bin.exists() {
-        return Err(format!(
-            "{} not found: build it (cargo build --release -p sitegrid-proxy) or pass --proxy-bin",
-            proxy_bin.display()
-        )
-        .into());
-    }
-    let total = args.services * args.endpoints_per_service;
+    let proxy_bin = proxy_bin(args.proxy_bin.as_deref())?;
+    let total = args.size.endpoints();
     println!("# sitegrid-bench\n");
     println!("{} services, {} endpoints ({} per service), {} sites x {} nodes; proxy for node site-0-node-0\n",
-        args.services, total, args.endpoints_per_service, args.sites, args.nodes_per_site);
+        args.size.services, total, args.size.endpoints_per_service, args.size.sites, args.size.nodes_per_site);
 
     // Idle: a cluster with just the local node.
     let idle_rss = {
@@ -105,13 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     let api = ApiServer::new(ApiServerConfig::default());
-    api.load(sample::synthetic(
-        args.sites,
-        args.nodes_per_site,
-        args.services,
-        args.endpoints_per_service,
-        "v1",
-    ));
+    api.load(args.size.objects("v1"));
     let up = api.serve("127.0.0.1:0".parse()?).await?;
     let started = Instant::now();
     let (mut child, proxy) = spawn_proxy(&proxy_bin, &up.url(), &[])?;
@@ -237,7 +212,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         "| kube-proxy's kinds loaded ({total} endpoints in EndpointSlices, {} services, synced in {:.0} ms) | {:.1} MiB |",
-        args.services,
+        args.size.services,
         sync_time.as_secs_f64() * 1000.0,
         kube_proxy_rss as f64 / 1024.0
     );

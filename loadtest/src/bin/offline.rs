@@ -21,7 +21,9 @@ use clap::Parser;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
-use sitegrid_loadtest::{client, cpu_ms, metric, rss_kib, spawn_proxy, wait_served, HttpClient};
+use sitegrid_loadtest::{
+    client, cpu_ms, metric, proxy_bin, rss_kib, spawn_proxy, wait_served, HttpClient,
+};
 
 /// Flags.
 #[derive(Debug, Parser)]
@@ -33,23 +35,14 @@ struct Args {
     /// The sitegrid-proxy binary (default: next to this one).
     #[arg(long)]
     proxy_bin: Option<PathBuf>,
-    /// Sites in the synthetic cluster.
-    #[arg(long, default_value_t = 10)]
-    sites: usize,
-    /// Nodes per site.
-    #[arg(long, default_value_t = 10)]
-    nodes_per_site: usize,
-    /// Services (each with Endpoints and one EndpointSlice).
-    #[arg(long, default_value_t = 1000)]
-    services: usize,
-    /// Endpoints per Service.
-    #[arg(long, default_value_t = 10)]
-    endpoints_per_service: usize,
+    /// The synthetic cluster's size.
+    #[command(flatten)]
+    size: sample::SyntheticSize,
     /// EndpointSlice changes per second during the churn.
     #[arg(long, default_value_t = 20)]
     rate: u64,
     /// How long the churn lasts, in seconds.
-    #[arg(long, default_value_t = 180)]
+    #[arg(long, default_value_t = 240)]
     churn_seconds: u64,
     /// The proxy's --snapshot-interval.
     #[arg(long, default_value = "60s")]
@@ -64,17 +57,7 @@ const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let proxy_bin = match &args.proxy_bin {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("sitegrid-proxy"),
-    };
-    if !proxy_bin.exists() {
-        return Err(format!(
-            "{} not found: build it (cargo build --release -p sitegrid-proxy) or pass --proxy-bin",
-            proxy_bin.display()
-        )
-        .into());
-    }
+    let proxy_bin = proxy_bin(args.proxy_bin.as_deref())?;
     let data = std::env::temp_dir().join(format!("sitegrid-offline-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
     let flags = vec![
@@ -82,21 +65,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         format!("--snapshot-interval={}", args.snapshot_interval),
     ];
     let file = data.join("snapshot");
-    let total = args.services * args.endpoints_per_service;
+    let total = args.size.endpoints();
     println!("# sitegrid-offline-bench\n");
     println!(
         "{} services, {total} endpoints, {} sites x {} nodes; proxy for node site-0-node-0 reading Services, Nodes and EndpointSlices; --snapshot-interval={}\n",
-        args.services, args.sites, args.nodes_per_site, args.snapshot_interval
+        args.size.services, args.size.sites, args.size.nodes_per_site, args.snapshot_interval
     );
 
     let api = ApiServer::new(ApiServerConfig::default());
-    api.load(sample::synthetic(
-        args.sites,
-        args.nodes_per_site,
-        args.services,
-        args.endpoints_per_service,
-        "v1",
-    ));
+    api.load(args.size.objects("v1"));
     let up = api.serve("127.0.0.1:0".parse()?).await?;
     let http = client();
     let (mut child, addr) = spawn_proxy(&proxy_bin, &up.url(), &flags)?;
@@ -116,6 +93,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut slices = api.list("endpointslices");
     let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / args.rate.max(1)));
     let changes = args.rate * args.churn_seconds;
+    let m = |text: &str, s: &str| metric(text, s).unwrap_or(0.0);
+    let bytes = |text: &str| m(text, "sitegrid_proxy_snapshot_written_bytes_total");
+    // Each snapshot seen written (polled once a second): when, and the bytes so far.
+    let mut seen: Vec<(Instant, f64)> = Vec::new();
+    let mut last_writes = writes(&before);
     let started = Instant::now();
     for i in 0..changes as usize {
         tick.tick().await;
@@ -126,16 +108,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .unwrap_or(true);
         slice["endpoints"][0]["conditions"]["ready"] = json!(!ready);
         *slice = api.apply(slice.clone());
+        if (i as u64).is_multiple_of(args.rate.max(1)) {
+            let now = scrape(&http, &metrics_url).await?;
+            if writes(&now) > last_writes {
+                last_writes = writes(&now);
+                seen.push((Instant::now(), bytes(&now)));
+            }
+        }
     }
     let churn = started.elapsed();
     let after = scrape(&http, &metrics_url).await?;
     let cpu = cpu_ms(child.id()) - cpu_before;
-    let m = |text: &str, s: &str| metric(text, s).unwrap_or(0.0);
-    let written = m(&after, "sitegrid_proxy_snapshot_written_bytes_total")
-        - m(&before, "sitegrid_proxy_snapshot_written_bytes_total");
+    let written = bytes(&after) - bytes(&before);
     let snapshots = writes(&after) - writes(&before);
     let churn_size = m(&after, "sitegrid_proxy_snapshot_size_bytes");
-    let per_hour = written * 3600.0 / churn.as_secs_f64();
+    // The steady rate: bytes between the first and the last snapshot seen
+    // during the churn, over the time between them (a window that is not a
+    // whole number of intervals would skew it).
+    let per_hour = match (seen.first(), seen.last()) {
+        (Some((t0, b0)), Some((t1, b1))) if t1 > t0 => {
+            (b1 - b0) * 3600.0 / (*t1 - *t0).as_secs_f64()
+        }
+        _ => written * 3600.0 / churn.as_secs_f64(),
+    };
     terminate(&mut child)?;
     let last_size = std::fs::metadata(&file)?.len();
 
@@ -178,7 +173,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         mib(written)
     );
     println!(
-        "| bytes written per hour at this rate | {:.1} MiB |",
+        "| bytes written per hour at this rate (first to last snapshot of the churn) | {:.1} MiB |",
         mib(per_hour)
     );
     println!(

@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
 use sitegrid_proxy::app::{start, ProxyOptions, RunningProxy};
 
+use crate::common::summary;
+
 /// Lists of every cached kind, and gets of one object of each.
 const READS: [&str; 8] = [
     "/api/v1/services",
@@ -117,21 +119,6 @@ impl Watch {
         }
         &self.seen
     }
-}
-
-fn summary(frames: &[Value]) -> Vec<(String, String)> {
-    frames
-        .iter()
-        .map(|f| {
-            (
-                f["type"].as_str().unwrap().to_owned(),
-                f["object"]["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned(),
-            )
-        })
-        .collect()
 }
 
 fn metric(text: &str, series: &str) -> f64 {
