@@ -15,7 +15,7 @@ start_proxy() {
     shift 2
     "$SITEGRID_PROXY_BIN" --kubeconfig "${PROXY_KUBECONFIG:-$SITEGRID_E2E_KUBE_PROXY_KUBECONFIG}" --hostname "$node" \
         --bind-address "127.0.0.1:$port" --data-dir "$SITEGRID_E2E_RUN/proxy-data/$node-$port" \
-        --log-level info "$@" >>"$SITEGRID_E2E_LOGS/proxy-$node.log" 2>&1 &
+        --log-level "${PROXY_LOG_LEVEL:-info}" "$@" >>"$SITEGRID_E2E_LOGS/proxy-$node.log" 2>&1 &
     track $!
     local path
     for path in /api/v1/services /api/v1/endpoints /apis/discovery.k8s.io/v1beta1/endpointslices /api/v1/nodes; do

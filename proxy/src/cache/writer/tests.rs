@@ -564,3 +564,43 @@ fn a_snapshot_taken_for_another_node_is_refused() {
         .unwrap();
     assert!(err.starts_with("truncated"), "{err}");
 }
+
+#[test]
+fn slices_restored_in_v1_stay_v1_when_the_api_server_serves_only_v1beta1() {
+    let (cache, mut p) = writer("bj-1");
+    two_sites(&mut p);
+    let key = slice_key("servicegrid-demo-svc");
+    let before = slice_ips(&cache, &key);
+    let (again, slot) = restart_from(&p, "bj-1");
+    again.readiness().serve_restored();
+    // The API server was downgraded meanwhile: it serves discovery.k8s.io/v1beta1 only.
+    let mut p = slot.start("bj-1", ApiVersion::V1beta1);
+    assert_eq!(
+        again.native(EndpointSlices),
+        ApiVersion::V1,
+        "the snapshot's version"
+    );
+    for kind in [Nodes, Services, Endpoints] {
+        sync(&mut p, kind, world(kind));
+    }
+    let v1beta1: Vec<UpstreamObject> = sitegrid_fakeapi::sample::two_sites("v1beta1")
+        .into_iter()
+        .filter(|o| o["kind"] == "EndpointSlice")
+        .enumerate()
+        .map(|(i, mut o)| {
+            o["metadata"]["resourceVersion"] = json!((i + 1).to_string());
+            obj(o)
+        })
+        .collect();
+    sync(&mut p, EndpointSlices, v1beta1);
+    assert_eq!(again.readiness().degraded(), None);
+    // Converted on arrival: stored in v1 (nodeName on each endpoint), filtered as before.
+    assert_eq!(slice_ips(&again, &key), before);
+    let body = again
+        .store(EndpointSlices)
+        .get(&key)
+        .unwrap()
+        .native_body_value();
+    assert!(body["endpoints"][0]["nodeName"].is_string(), "{body}");
+    assert!(body["endpoints"][0].get("topology").is_none(), "{body}");
+}
