@@ -16,7 +16,7 @@
 set -euo pipefail
 E2E_NAME=latency
 CHANGES=${1:-60} PAUSE=${2:-2.2}
-PROXY_PORT=51221
+PROXY_PORT=25221
 # shellcheck source-path=SCRIPTDIR source=harness.sh
 source "$(dirname "$0")/harness.sh"
 harness_up --release sitegrid-proxy

@@ -180,7 +180,7 @@ stop_node() {
 }
 
 # proxy_metric PORT SERIES: the value of sitegrid_proxy_SERIES on the proxy at PORT (0 if absent),
-# e.g. proxy_metric 51211 'watchers_open{resource="endpoints"}'.
+# e.g. proxy_metric 25211 'watchers_open{resource="endpoints"}'.
 proxy_metric() {
     curl -sf "http://127.0.0.1:$1/metrics" | awk -v m="sitegrid_proxy_$2" '$1 == m {v = $2} END {print v + 0}'
 }

@@ -2,9 +2,9 @@
 # site's endpoints of a topologyKeys Service, all of a plain one, and follows
 # a node moving site. kubectl 1.27 and 1.33 list and watch through it.
 # shellcheck shell=bash
-start_proxy bj-1 51201
-start_proxy gz-2 51202
-BJ=http://127.0.0.1:51201 GZ=http://127.0.0.1:51202
+start_proxy bj-1 25201
+start_proxy gz-2 25202
+BJ=http://127.0.0.1:25201 GZ=http://127.0.0.1:25202
 
 expect "apiserver slices" "$(slice_ips "$SITEGRID_E2E_APISERVER")" "10.0.0.139 10.0.0.70 10.0.1.72 10.0.1.8"
 expect "bj-1 slices" "$(slice_ips $BJ)" "10.0.0.70 10.0.1.72"

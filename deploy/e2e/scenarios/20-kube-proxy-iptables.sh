@@ -5,7 +5,7 @@
 # kube-proxy watching EndpointSlices v1beta1, once watching Endpoints; in
 # protobuf both times, as kube-proxy asks.
 # shellcheck shell=bash
-BJ_PORT=51211 GZ_PORT=51212
+BJ_PORT=25211 GZ_PORT=25212
 start_proxy bj-1 $BJ_PORT
 start_proxy gz-2 $GZ_PORT
 

@@ -8,7 +8,7 @@
 #   needs (so the proxy's RBAC decides it), anything else gets the proxy's 403;
 # - a caller's own token gets exactly what that ServiceAccount may do.
 # shellcheck shell=bash
-TLS_PORT=51221 TLS_OPS=51231 PLAIN_PORT=51222
+TLS_PORT=25221 TLS_OPS=25231 PLAIN_PORT=25222
 PKI=$SITEGRID_E2E_RUN/sitegrid-certs
 BEIJING="10.0.0.70:8080 10.0.1.72:8080"
 

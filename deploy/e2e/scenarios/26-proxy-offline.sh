@@ -13,7 +13,7 @@
 # snapshot; on a node the connection is refused and it just re-watches. The
 # resumed watch replaying persisted events is proven in proxy/tests/it/offline.rs.)
 # shellcheck shell=bash
-PORT=51241 RELAY=51246
+PORT=25241 RELAY=25246
 BEIJING="10.0.0.70:8080 10.0.1.72:8080"
 PLAIN="10.0.0.81:8080 10.0.1.33:8080"
 GATES=EndpointSliceProxying=true

@@ -8,7 +8,7 @@
 # else kept, and a NodeGroup deleted while the controller is down cleaned up
 # when it comes back.
 # shellcheck shell=bash
-PORT=51251
+PORT=25251
 SEEDS=$SITEGRID_E2E_ROOT/controller/tests/fixtures
 
 # This scenario's controller is the only one: earlier scenarios' replicas stop.

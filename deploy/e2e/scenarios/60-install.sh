@@ -12,7 +12,7 @@
 # shellcheck shell=bash
 ROOT=$SITEGRID_E2E_ROOT
 WORK=$SITEGRID_E2E_RUN/install
-PROXY=51261 PROXY_OPS=51262 CTL=18091 DNSD=51263
+PROXY=25261 PROXY_OPS=25262 CTL=18091 DNSD=25263
 # A copy of deploy/ (the suite itself left out), so the certificates the
 # example overlay reads never land in the source tree.
 rm -rf "$WORK" && mkdir -p "$WORK"

@@ -22,6 +22,9 @@ const MAGIC: &[u8; 8] = b"SGPXSNAP";
 /// The format this proxy writes; a file in another is discarded, never guessed at.
 pub const FORMAT_VERSION: u32 = 1;
 const HEADER: usize = 24;
+/// The largest uncompressed payload read back (a snapshot of 10,000
+/// endpoints is about 1 MiB uncompressed).
+const MAX_PLAIN: u32 = 1 << 30;
 
 /// Everything a restarted proxy needs to serve what it served before.
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -140,6 +143,16 @@ impl Snapshot {
         if bytes.len() != expected || crc32fast::hash(payload) != crc {
             return Err(FormatError::Checksum);
         }
+        // The size LZ4 announces is allocated up front: refuse an absurd one
+        // (a file written by hand) instead of aborting on allocation.
+        let announced = payload
+            .get(..4)
+            .map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap_or_default()));
+        if announced > MAX_PLAIN {
+            return Err(FormatError::Payload(format!(
+                "announces {announced} bytes uncompressed, more than {MAX_PLAIN}"
+            )));
+        }
         let plain = lz4_flex::decompress_size_prepended(payload)
             .map_err(|e| FormatError::Payload(e.to_string()))?;
         postcard::from_bytes(&plain).map_err(|e| FormatError::Payload(e.to_string()))
@@ -168,6 +181,34 @@ mod tests {
                     prev: Some(r#"{"metadata":{"name":"a","resourceVersion":"3"}}"#.into()),
                 }],
             }],
+        }
+    }
+
+    /// A payload with a valid checksum is still only data: whatever it
+    /// holds, decoding answers, never panics or allocates what it claims.
+    #[test]
+    fn any_payload_behind_a_valid_checksum_decodes_or_is_refused() {
+        let good = sample().encode().unwrap();
+        let seal = |payload: &[u8]| {
+            let mut out = good[..HEADER].to_vec();
+            out[12..16].copy_from_slice(&crc32fast::hash(payload).to_le_bytes());
+            out[16..24].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+            out.extend_from_slice(payload);
+            out
+        };
+        // LZ4 announcing 4 GiB.
+        let huge = seal(&[0xff, 0xff, 0xff, 0xff, 0x10, 0x41]);
+        assert!(matches!(
+            Snapshot::decode(&huge),
+            Err(FormatError::Payload(_))
+        ));
+        // Postcard of random bytes behind a valid LZ4 frame, and random frames.
+        let mut rng = fastrand::Rng::with_seed(14);
+        for _ in 0..2_000 {
+            let len = rng.usize(0..64);
+            let junk: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
+            let _ = Snapshot::decode(&seal(&lz4_flex::compress_prepend_size(&junk)));
+            let _ = Snapshot::decode(&seal(&junk));
         }
     }
 

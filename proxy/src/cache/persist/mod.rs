@@ -187,8 +187,11 @@ impl Restored {
             }
             kinds[kind] = Some(RestoredKind::decode(k)?);
         }
+        let written = UNIX_EPOCH
+            .checked_add(Duration::from_millis(snapshot.written_ms))
+            .ok_or("its time is out of range")?;
         Ok(Restored {
-            written: UNIX_EPOCH + Duration::from_millis(snapshot.written_ms),
+            written,
             clock: snapshot.clock,
             slice_version,
             kinds,
@@ -393,7 +396,7 @@ impl PersistStatus {
     pub fn taken(&self) -> Option<SystemTime> {
         match self.written_ms.load(Ordering::Relaxed) {
             0 => None,
-            ms => Some(UNIX_EPOCH + Duration::from_millis(ms)),
+            ms => UNIX_EPOCH.checked_add(Duration::from_millis(ms)),
         }
     }
 
@@ -436,4 +439,129 @@ pub fn rfc3339(t: SystemTime) -> String {
 /// The default data directory.
 pub fn default_dir() -> PathBuf {
     PathBuf::from("/var/lib/sitegrid-proxy")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(name: &str, rv: u64) -> String {
+        format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"default","resourceVersion":"{rv}"}}}}"#
+        )
+    }
+
+    fn snapshot(kind: KindSnapshot) -> Snapshot {
+        Snapshot {
+            node: "bj-1".into(),
+            written_ms: 1_795_000_000_000,
+            clock: 100,
+            slice_version: "v1".into(),
+            kinds: vec![kind],
+        }
+    }
+
+    fn services(objects: Vec<String>, log: Vec<LoggedEvent>) -> KindSnapshot {
+        KindSnapshot {
+            resource: "services".into(),
+            compacted_rv: 10,
+            last_rv: 20,
+            objects,
+            log,
+        }
+    }
+
+    fn event(rv: u64, event_type: &str, prev: Option<String>) -> LoggedEvent {
+        LoggedEvent {
+            rv,
+            event_type: event_type.into(),
+            object: body("a", rv),
+            prev,
+        }
+    }
+
+    fn loaded(s: &Snapshot) -> Result<Restored, String> {
+        load(&s.encode().unwrap(), "bj-1")
+    }
+
+    #[test]
+    fn a_consistent_snapshot_loads_with_its_events_chained() {
+        let s = snapshot(services(
+            vec![body("a", 15)],
+            vec![event(12, "ADDED", None), event(15, "MODIFIED", None)],
+        ));
+        let restored = loaded(&s).unwrap();
+        let k = restored.kinds[ResourceKind::Services].as_ref().unwrap();
+        assert_eq!((k.objects.len(), k.log.len()), (1, 2));
+        // The second event's previous state is the first event's object.
+        assert_eq!(k.log[1].prev.as_ref().map(|p| p.rv), Some(12));
+    }
+
+    /// Checksummed but inconsistent content is refused whole, with the reason.
+    #[test]
+    fn inconsistent_content_is_refused() {
+        let cases: Vec<(Snapshot, &str)> = vec![
+            (snapshot(services(vec![body("a", 21)], vec![])), "newer"),
+            (
+                snapshot(services(vec!["[1,2]".into()], vec![])),
+                "not a JSON object",
+            ),
+            (
+                snapshot(services(
+                    vec![r#"{"metadata":{"name":"a"}}"#.into()],
+                    vec![],
+                )),
+                "no resourceVersion",
+            ),
+            (
+                snapshot(services(
+                    vec![],
+                    vec![event(15, "ADDED", None), event(12, "MODIFIED", None)],
+                )),
+                "out of order",
+            ),
+            (
+                snapshot(services(vec![], vec![event(10, "ADDED", None)])),
+                "out of order",
+            ),
+            (
+                snapshot(services(vec![], vec![event(15, "MODIFIED", None)])),
+                "no earlier state",
+            ),
+            (
+                snapshot(services(vec![], vec![event(15, "BOOKMARK", None)])),
+                "unknown event type",
+            ),
+            (
+                snapshot(KindSnapshot {
+                    resource: "pods".into(),
+                    ..services(vec![], vec![])
+                }),
+                "unknown resource",
+            ),
+            (
+                Snapshot {
+                    clock: 19,
+                    ..snapshot(services(vec![], vec![]))
+                },
+                "beyond the clock",
+            ),
+            (
+                Snapshot {
+                    slice_version: "v2".into(),
+                    ..snapshot(services(vec![], vec![]))
+                },
+                "EndpointSlice version",
+            ),
+        ];
+        for (s, why) in cases {
+            match loaded(&s) {
+                Ok(_) => panic!("loaded: {s:?}"),
+                Err(e) => assert!(e.contains(why), "{e} (want {why})"),
+            }
+        }
+        let mut twice = snapshot(services(vec![], vec![]));
+        twice.kinds.push(services(vec![], vec![]));
+        assert!(loaded(&twice).err().unwrap().contains("twice"));
+    }
 }
