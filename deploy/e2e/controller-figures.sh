@@ -45,19 +45,14 @@ awk -v n="$SITES" -v s="$start" -v e="$done_at" 'BEGIN {printf "figures: %d per-
 # would rightly follow. Scale to 0 so that nothing changes; then wait until a
 # 30 s window passes with no controller write.
 kubectl patch dg deploymentgrid-demo --type=merge -p '{"spec":{"template":{"replicas":0}}}' >/dev/null
-writes() { controller_metric $PORT api_writes_total; }
-# quiet_for_30s: no controller write during the next 30 s.
-quiet_for_30s() { local w; w=$(writes); sleep 30; [[ $(writes) == "$w" ]]; }
-settle_start=$SECONDS
-retry 600 quiet_for_30s || fail "writes never settled"
-echo "figures: settled after $((SECONDS - settle_start)) s"
+settle_writes $PORT
 
 RESOURCES='deployments|statefulsets|services|deploymentgrids|statefulsetgrids|servicegrids|leases'
 apiserver_writes "$RESOURCES" >"$SITEGRID_E2E_LOGS/apiserver-before.txt"
-w0=$(writes) r0=$(controller_metric $PORT reconciles_total)
+w0=$(controller_writes $PORT) r0=$(controller_metric $PORT reconciles_total)
 echo "figures: ${QUIET} s of no-op resyncs (every $RESYNC)..."
 sleep "$QUIET"
-w1=$(writes) r1=$(controller_metric $PORT reconciles_total)
+w1=$(controller_writes $PORT) r1=$(controller_metric $PORT reconciles_total)
 apiserver_writes "$RESOURCES" >"$SITEGRID_E2E_LOGS/apiserver-after.txt"
 echo "figures: reconciles during the quiet period: $((r1 - r0)); controller writes: $((w1 - w0))"
 echo "figures: API server write requests by resource and verb during the quiet period (after - before):"

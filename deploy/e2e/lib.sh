@@ -213,6 +213,19 @@ controller_metric() {
         awk -v m="sitegrid_controller_$2" '$1 == m || index($1, m "{") == 1 {v += $2} END {print v + 0}'
 }
 
+# controller_writes PORT: the API writes the controller at PORT made so far.
+controller_writes() { controller_metric "$1" api_writes_total; }
+
+# quiet_for_30s PORT: no write by the controller at PORT during the next 30 s.
+quiet_for_30s() { local w; w=$(controller_writes "$1"); sleep 30; [[ $(controller_writes "$1") == "$w" ]]; }
+
+# settle_writes PORT: wait (up to 600 s) for such a quiet 30 s; prints how long that took.
+settle_writes() {
+    local start=$SECONDS
+    retry 600 quiet_for_30s "$1" || fail "writes never settled"
+    echo "figures: settled after $((SECONDS - start)) s"
+}
+
 # add_node NAME LABEL=VALUE...: a Ready node (API object only, as sample.sh makes them).
 add_node() {
     local name=$1 now

@@ -78,18 +78,14 @@ awk -v n="$NODES" -v s="$start" -v l="$labelled_at" -v r="$status_at" 'BEGIN {
     printf "figures: %d nodes carry the unit'"'"'s labels %.2f s after kubectl apply; status %.2f s\n", n, l - s, r - s }'
 echo "figures: controller writes so far: $(controller_metric $PORT api_writes_total)"
 
-writes() { controller_metric $PORT api_writes_total; }
-quiet_for_30s() { local w; w=$(writes); sleep 30; [[ $(writes) == "$w" ]]; }
-settle_start=$SECONDS
-retry 600 quiet_for_30s || fail "writes never settled"
-echo "figures: settled after $((SECONDS - settle_start)) s"
+settle_writes $PORT
 
 RESOURCES='nodes|nodeunits|nodegroups|events'
 apiserver_writes "$RESOURCES" >"$SITEGRID_E2E_LOGS/apiserver-before.txt"
-w0=$(writes)
+w0=$(controller_writes $PORT)
 echo "figures: ${QUIET} s at rest..."
 sleep "$QUIET"
-w1=$(writes)
+w1=$(controller_writes $PORT)
 apiserver_writes "$RESOURCES" >"$SITEGRID_E2E_LOGS/apiserver-after.txt"
 echo "figures: controller writes at rest: $((w1 - w0))"
 echo "figures: API server write requests by resource and verb at rest (after - before):"

@@ -8,7 +8,7 @@ use std::{
 
 use kube::core::ApiResource;
 use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
-use sitegrid_apimachinery::protobuf;
+use sitegrid_apimachinery::{endpointslice, protobuf};
 
 /// A cached resource. EndpointSlices are one resource served in two API
 /// versions (`discovery.k8s.io/v1` and `v1beta1`) from the same store.
@@ -32,6 +32,11 @@ impl ResourceKind {
         ResourceKind::EndpointSlices,
         ResourceKind::Nodes,
     ];
+
+    /// The kind whose plural is `plural` (`services`).
+    pub fn from_plural(plural: &str) -> Option<ResourceKind> {
+        ResourceKind::ALL.into_iter().find(|k| k.plural() == plural)
+    }
 
     /// Position in [`ResourceKind::ALL`].
     fn index(self) -> usize {
@@ -160,6 +165,21 @@ pub enum ApiVersion {
 }
 
 impl ApiVersion {
+    /// The version spelled `s` (`v1`, `v1beta1`).
+    pub fn parse(s: &str) -> Option<ApiVersion> {
+        [ApiVersion::V1, ApiVersion::V1beta1]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+    }
+
+    /// Converts an EndpointSlice, as JSON, from the other version into this one.
+    pub fn convert_slice(self, slice: &mut serde_json::Value) {
+        match self {
+            ApiVersion::V1 => endpointslice::v1beta1_to_v1(slice),
+            ApiVersion::V1beta1 => endpointslice::v1_to_v1beta1(slice),
+        }
+    }
+
     /// The version segment of the path (`v1`).
     pub fn as_str(self) -> &'static str {
         match self {

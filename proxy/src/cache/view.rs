@@ -4,10 +4,7 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
-use sitegrid_apimachinery::{
-    endpointslice,
-    protobuf::{self, EncodeError},
-};
+use sitegrid_apimachinery::protobuf::{self, EncodeError};
 
 use super::{
     encode::{encode_body, Encoded},
@@ -95,10 +92,7 @@ impl View {
         }
         self.other.get_or_init(|| {
             let mut value = self.body.to_value();
-            match version {
-                ApiVersion::V1 => endpointslice::v1beta1_to_v1(&mut value),
-                ApiVersion::V1beta1 => endpointslice::v1_to_v1beta1(&mut value),
-            }
+            version.convert_slice(&mut value);
             match value {
                 Value::Object(map) => encode_body(&map, self.rv),
                 _ => self.body.clone(),

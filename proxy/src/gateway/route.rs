@@ -104,9 +104,7 @@ fn cached_target(api: &ApiPath<'_>) -> Option<Target> {
         ("discovery.k8s.io", "v1beta1") => ApiVersion::V1beta1,
         _ => return None,
     };
-    let kind = ResourceKind::ALL
-        .into_iter()
-        .find(|k| k.plural() == api.resource && k.group() == api.group)?;
+    let kind = ResourceKind::from_plural(api.resource).filter(|k| k.group() == api.group)?;
     // Nodes are cluster-scoped (`/namespaces/x/nodes` does not exist); a
     // namespaced single-object path needs the namespace; subresources go upstream.
     let misscoped = matches!(

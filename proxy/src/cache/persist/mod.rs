@@ -168,16 +168,11 @@ impl Restored {
     /// self-consistent (versions out of order, an unknown resource, bodies
     /// that are not JSON objects).
     fn from_snapshot(snapshot: Snapshot) -> Result<Restored, String> {
-        let slice_version = match snapshot.slice_version.as_str() {
-            "v1" => ApiVersion::V1,
-            "v1beta1" => ApiVersion::V1beta1,
-            other => return Err(format!("unknown EndpointSlice version {other:?}")),
-        };
+        let slice_version = ApiVersion::parse(&snapshot.slice_version)
+            .ok_or_else(|| format!("unknown EndpointSlice version {:?}", snapshot.slice_version))?;
         let mut kinds: PerKind<Option<RestoredKind>> = PerKind::default();
         for k in snapshot.kinds {
-            let kind = ResourceKind::ALL
-                .into_iter()
-                .find(|r| r.plural() == k.resource)
+            let kind = ResourceKind::from_plural(&k.resource)
                 .ok_or_else(|| format!("unknown resource {:?}", k.resource))?;
             if kinds[kind].is_some() {
                 return Err(format!("{} appears twice", k.resource));

@@ -9,7 +9,6 @@ use std::{
 
 use kube::runtime::watcher;
 use serde_json::{value::RawValue, Value};
-use sitegrid_apimachinery::endpointslice;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
@@ -99,10 +98,7 @@ impl Writer {
         p.clock = capture.clock;
         p.kinds = capture.kinds.iter().map(|(k, ..)| *k).collect();
         p.last = Some(Instant::now());
-        let (disk, cache) = (p.disk.clone(), self.cache.clone());
-        p.writing = Some(tokio::task::spawn_blocking(move || {
-            disk.write(capture, cache.persisted())
-        }));
+        p.writing = Some(write_off_thread(&p.disk, &self.cache, capture));
     }
 
     /// The last write before the writer ends: waits for one in progress,
@@ -117,8 +113,7 @@ impl Writer {
         }
         let capture = self.capture();
         let Some(p) = &self.persister else { return };
-        let (disk, cache) = (p.disk.clone(), self.cache.clone());
-        let _ = tokio::task::spawn_blocking(move || disk.write(capture, cache.persisted())).await;
+        let _ = write_off_thread(&p.disk, &self.cache, capture).await;
     }
 
     /// Whether the cache moved since the newest snapshot.
@@ -145,6 +140,12 @@ impl Writer {
     }
 }
 
+/// Encodes and writes `capture` on a blocking thread.
+fn write_off_thread(disk: &Arc<Disk>, cache: &Cache, capture: Capture) -> JoinHandle<()> {
+    let (disk, cache) = (disk.clone(), cache.clone());
+    tokio::task::spawn_blocking(move || disk.write(capture, cache.persisted()))
+}
+
 /// `metadata.<field>` of an object as a string map.
 fn string_map(obj: &Value, field: &str) -> BTreeMap<String, String> {
     obj.get("metadata")
@@ -165,10 +166,7 @@ pub(super) fn convert(
         let Ok(mut value) = serde_json::from_str::<Value>(obj.raw.get()) else {
             return obj;
         };
-        match to {
-            ApiVersion::V1 => endpointslice::v1beta1_to_v1(&mut value),
-            ApiVersion::V1beta1 => endpointslice::v1_to_v1beta1(&mut value),
-        }
+        to.convert_slice(&mut value);
         match serde_json::value::to_raw_value(&value) {
             Ok(raw) => UpstreamObject {
                 metadata: obj.metadata,
