@@ -76,9 +76,41 @@ pub struct ControllerArgs {
     /// With --sites, keep the default NodeUnit `unit-node-all` (every node, type other).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub default_node_units: bool,
+    /// Managed-cluster mode: the Secret clusternet's agent leaves with the
+    /// control cluster's URL, CA, token and this cluster's dedicated namespace
+    /// there (`namespace/name`; "" turns the mode off). Watched: the mode
+    /// starts when it appears and follows its changes.
+    #[arg(long, default_value = crate::fed::parent::DEFAULT_SECRET, value_parser = parse_secret_ref)]
+    pub parent_secret: SecretRef,
+    /// Managed-cluster mode: how often the heartbeat Lease in the control
+    /// cluster is renewed (only while this cluster's API server answers).
+    #[arg(long, default_value = "10s", value_parser = sitegrid_runtime::parse_positive_duration)]
+    pub parent_heartbeat: Duration,
+    /// Control-cluster mode: a managed cluster whose heartbeat has not moved
+    /// for this long is shown unreachable in the grids' status.
+    #[arg(long, default_value = "40s", value_parser = sitegrid_runtime::parse_positive_duration)]
+    pub cluster_grace_period: Duration,
     /// Logging.
     #[command(flatten)]
     pub log: sitegrid_runtime::LogArgs,
+}
+
+/// A Secret named `namespace/name`, or none (`""`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretRef(pub Option<(String, String)>);
+
+fn parse_secret_ref(value: &str) -> Result<SecretRef, String> {
+    if value.is_empty() {
+        return Ok(SecretRef(None));
+    }
+    match value.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok(SecretRef(Some((ns.to_owned(), name.to_owned()))))
+        }
+        _ => Err(format!(
+            "{value:?} is not namespace/name (or \"\" for none)"
+        )),
+    }
 }
 
 impl ControllerArgs {
@@ -101,6 +133,13 @@ impl ControllerArgs {
                 "--leader-elect-renew-margin ({}) must be shorter than --leader-elect-lease-duration ({})",
                 humantime::format_duration(self.leader_elect_renew_margin),
                 humantime::format_duration(self.leader_elect_lease_duration)
+            ));
+        }
+        if self.parent_heartbeat >= self.cluster_grace_period {
+            return Err(format!(
+                "--parent-heartbeat ({}) must be shorter than --cluster-grace-period ({}): every cluster would look unreachable between two beats",
+                humantime::format_duration(self.parent_heartbeat),
+                humantime::format_duration(self.cluster_grace_period)
             ));
         }
         Ok(())
@@ -155,5 +194,33 @@ mod tests {
         ])
         .unwrap();
         assert!(cli.controller.validate().is_err());
+    }
+
+    #[test]
+    fn multi_cluster_flags() {
+        let cli = Cli::try_parse_from(["sitegrid-controller"]).unwrap();
+        assert_eq!(
+            cli.controller.parent_secret.0,
+            Some(("clusternet-system".into(), "parent-cluster".into()))
+        );
+        assert_eq!(cli.controller.parent_heartbeat, Duration::from_secs(10));
+        assert!(cli.controller.validate().is_ok());
+        let off = Cli::try_parse_from(["sitegrid-controller", "--parent-secret="]).unwrap();
+        assert_eq!(off.controller.parent_secret.0, None);
+        for bad in ["parent-cluster", "a/b/c", "/x"] {
+            let arg = format!("--parent-secret={bad}");
+            assert!(
+                Cli::try_parse_from(["sitegrid-controller", arg.as_str()]).is_err(),
+                "{bad}"
+            );
+        }
+        let slow = Cli::try_parse_from([
+            "sitegrid-controller",
+            "--parent-heartbeat=1m",
+            "--cluster-grace-period=40s",
+        ])
+        .unwrap();
+        let err = slow.controller.validate().unwrap_err();
+        assert!(err.contains("--cluster-grace-period"), "{err}");
     }
 }

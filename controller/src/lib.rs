@@ -15,6 +15,7 @@
 pub mod api;
 pub mod config;
 pub mod drift;
+pub mod fed;
 pub mod health;
 pub mod metrics;
 pub mod nodeunits;

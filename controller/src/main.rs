@@ -54,6 +54,7 @@ async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
     let shutdown = sitegrid_runtime::cancel_on_signal();
     let ops_task = operator.spawn(listener, shutdown.clone());
     tracing::info!(address = %args.bind_address, "serving /healthz, /livez, /readyz and /metrics");
+    let identity = args.identity();
     let options = Options {
         resync: args.resync_period,
         concurrency: args.concurrent_syncs,
@@ -62,10 +63,19 @@ async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
             .then_some(sitegrid_controller::nodeunits::sync::SiteOptions {
                 default_unit: args.default_node_units,
             }),
+        managed: args.parent_secret.0.clone().map(|secret| {
+            sitegrid_controller::fed::managed::ManagedOptions {
+                secret,
+                heartbeat: args.parent_heartbeat,
+                concurrency: args.concurrent_syncs,
+                identity: identity.clone(),
+            }
+        }),
+        cluster_grace: args.cluster_grace_period,
         election: args.leader_elect.then(|| Election {
             namespace: args.leader_elect_resource_namespace.clone(),
             name: args.leader_elect_resource_name.clone(),
-            identity: args.identity(),
+            identity: identity.clone(),
             lease_duration: args.leader_elect_lease_duration,
             renew_margin: args.leader_elect_renew_margin,
         }),

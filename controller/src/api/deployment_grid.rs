@@ -3,11 +3,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::GridTemplates;
+use super::{ClusterStatus, GridTemplates};
 use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
 
 /// The desired state of a DeploymentGrid: a Deployment template run once per site.
@@ -78,6 +79,13 @@ pub struct DeploymentGridStatus {
     /// How many sites have all their replicas available (for `kubectl get dg`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_sites: Option<i32>,
+    /// Multi-cluster (control cluster, `superedge.io/fed: "yes"`): each
+    /// managed cluster's own report, kept apart by cluster name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub clusters: BTreeMap<String, ClusterStatus<DeploymentStatus>>,
+    /// Multi-cluster conditions: `ClustersReachable`, `SitesUnique`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
 }
 
 impl GridTemplates for DeploymentGridSpec {

@@ -5,6 +5,7 @@
 //! `DeploymentSpec`, `StatefulSetSpec` and `ServiceSpec` embedded.
 
 mod canary;
+mod cluster_status;
 pub mod crd;
 mod deployment_grid;
 pub mod keys;
@@ -13,6 +14,7 @@ pub mod site;
 mod statefulset_grid;
 
 pub use canary::GridTemplates;
+pub use cluster_status::ClusterStatus;
 pub use deployment_grid::{DeploymentGrid, DeploymentGridSpec, DeploymentGridStatus};
 pub use service_grid::{ServiceGrid, ServiceGridSpec, ServiceGridStatus};
 pub use statefulset_grid::{StatefulSetGrid, StatefulSetGridSpec, StatefulSetGridStatus};

@@ -30,6 +30,7 @@ pub use workload::{reconcile_workload, WorkloadGrid};
 
 use crate::api::keys::{GridUniqKey, NodeUnit};
 use crate::drift;
+use crate::fed::control::Fleet;
 use crate::metrics::Metrics;
 use crate::render::GridError;
 
@@ -83,6 +84,8 @@ pub struct Context {
     /// The resourceVersion of each grid when its last reconcile started
     /// (kind/namespace/name → version), for the queue-depth gauge.
     pub reconciled: Mutex<HashMap<String, String>>,
+    /// The managed clusters, for grids distributed from this cluster.
+    pub fleet: Arc<Fleet>,
 }
 
 impl Context {
@@ -184,7 +187,7 @@ impl Context {
 }
 
 /// The current time as Kubernetes writes it in conditions (RFC 3339, seconds).
-fn now() -> String {
+pub(crate) fn now() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()

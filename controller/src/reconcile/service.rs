@@ -8,6 +8,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::{controlled_by, now, Context, Error};
+use crate::fed::{self, Role};
 use crate::render::{self, GridError};
 use crate::status::{self, reason, Failure};
 use crate::ServiceGrid;
@@ -17,6 +18,21 @@ use crate::ServiceGrid;
 /// the template does) and reports a `Synced` condition.
 pub async fn reconcile_service(grid: Arc<ServiceGrid>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.note_reconcile(&*grid);
+    if matches!(Role::of(grid.meta().labels.as_ref()), Role::Copy { .. }) {
+        return Ok(Action::await_change());
+    }
+    // Distributed from here (or no longer): the copies in each managed
+    // cluster's namespace. A ServiceGrid has no per-site state to aggregate.
+    fed::control::distribute(
+        &*grid,
+        &ctx.client,
+        &ctx.fleet,
+        &ctx.metrics,
+        None,
+        None,
+        &now(),
+    )
+    .await?;
     if grid.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }

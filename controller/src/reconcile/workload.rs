@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 use super::{controlled_by, now, Context, Error, FIELD_MANAGER};
 use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
 use crate::api::GridTemplates;
+use crate::fed::{self, Role};
 use crate::render::name::child_name;
 use crate::render::{self, GridError, SiteError, SiteResults, Workload, GRID_SELECTOR_LABEL};
 use crate::status::{self, reason, Failure};
@@ -145,8 +146,25 @@ pub async fn reconcile_workload<G: WorkloadGrid>(
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
     ctx.note_reconcile(&*grid);
+    let role = Role::of(grid.meta().labels.as_ref());
+    if matches!(role, Role::Copy { .. }) {
+        // A copy waits here for its managed cluster: never rendered, and its
+        // status is that cluster's to write.
+        return Ok(Action::await_change());
+    }
     if grid.meta().deletion_timestamp.is_some() {
-        // Garbage collection removes the children through their ownerReferences.
+        // Copies elsewhere go first (the finalizer); garbage collection
+        // removes the children through their ownerReferences.
+        fed::control::distribute(
+            &*grid,
+            &ctx.client,
+            &ctx.fleet,
+            &ctx.metrics,
+            None,
+            None,
+            &now(),
+        )
+        .await?;
         return Ok(Action::await_change());
     }
     let (namespace, grid_name) = match (&grid.meta().namespace, &grid.meta().name) {
@@ -221,7 +239,26 @@ pub async fn reconcile_workload<G: WorkloadGrid>(
     }
 
     let previous = grid.status_json();
-    let status = status::workload_status(&live, &ready, &failures, previous.as_ref(), &now());
+    let now = now();
+    let mut status = status::workload_status(&live, &ready, &failures, previous.as_ref(), &now);
+    // Distributed from here (or no longer): the copies, and what the
+    // managed clusters report, aggregated with this cluster's own sites.
+    let distributed = fed::control::distribute(
+        &*grid,
+        &ctx.client,
+        &ctx.fleet,
+        &ctx.metrics,
+        Some(&status),
+        previous.as_ref(),
+        &now,
+    )
+    .await?;
+    match (role, distributed) {
+        (Role::Original, Some(aggregated)) => status = aggregated,
+        // The managed clusters are not listed yet: keep what is shown.
+        (Role::Original, None) => status = previous.clone().unwrap_or(status),
+        _ => {}
+    }
     for (unit, failure) in status::new_failures(&failures, previous.as_ref()) {
         tracing::warn!(grid = %grid_name, %namespace, site = %unit, reason = failure.reason, "{}", failure.message);
         ctx.warn(&*grid, failure.reason, failure.message.clone())

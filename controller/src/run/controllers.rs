@@ -19,6 +19,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::Options;
+use crate::fed::{self, control, control::Fleet};
 use crate::health::Health;
 use crate::metrics::KindCensus;
 use crate::reconcile::{self, Context};
@@ -55,6 +56,7 @@ pub(super) async fn run_controllers(
         "node cache synced; reconciling"
     );
 
+    let (fleet, fleet_task) = Fleet::start(client.clone(), options.cluster_grace);
     let ctx = Arc::new(Context {
         client: client.clone(),
         nodes,
@@ -68,10 +70,11 @@ pub(super) async fn run_controllers(
         metrics: ops.metrics.clone(),
         resync: options.resync,
         reconciled: Mutex::new(HashMap::new()),
+        fleet: fleet.clone(),
     });
     let config = controller::Config::default().concurrency(options.concurrency);
     let owned = || watcher::Config::default().labels(GRID_SELECTOR_LABEL);
-    let sites_changed = || site_changes(site_rx.clone());
+    let sites_changed = || crate::sites::on_change(site_rx.clone());
 
     let deployments = Controller::new(
         Api::<DeploymentGrid>::all(client.clone()),
@@ -79,7 +82,13 @@ pub(super) async fn run_controllers(
     )
     .with_config(config.clone())
     .owns(Api::<Deployment>::all(client.clone()), owned())
+    .watches(
+        Api::<DeploymentGrid>::all(client.clone()),
+        control::copies_config(),
+        |copy| control::original_of(&copy),
+    )
     .reconcile_all_on(sites_changed())
+    .reconcile_all_on(fleet.changes())
     .graceful_shutdown_on(stop.clone());
     let statefulsets = Controller::new(
         Api::<StatefulSetGrid>::all(client.clone()),
@@ -87,7 +96,13 @@ pub(super) async fn run_controllers(
     )
     .with_config(config.clone())
     .owns(Api::<StatefulSet>::all(client.clone()), owned())
+    .watches(
+        Api::<StatefulSetGrid>::all(client.clone()),
+        control::copies_config(),
+        |copy| control::original_of(&copy),
+    )
     .reconcile_all_on(sites_changed())
+    .reconcile_all_on(fleet.changes())
     .graceful_shutdown_on(stop.clone());
     let services = Controller::new(
         Api::<ServiceGrid>::all(client.clone()),
@@ -95,6 +110,7 @@ pub(super) async fn run_controllers(
     )
     .with_config(config)
     .owns(Api::<Service>::all(client.clone()), owned())
+    .reconcile_all_on(fleet.changes())
     .graceful_shutdown_on(stop.clone());
 
     let stores = (deployments.store(), statefulsets.store(), services.store());
@@ -117,8 +133,24 @@ pub(super) async fn run_controllers(
             }
         }
     };
+    // Managed-cluster mode: follows the control cluster named by the
+    // parent Secret, if there is one.
+    let managed = {
+        let (client, nodes, metrics, stop) = (
+            client.clone(),
+            ctx.nodes.clone(),
+            ops.metrics.clone(),
+            stop.clone(),
+        );
+        let (managed, site_rx) = (options.managed.clone(), site_rx.clone());
+        async move {
+            if let Some(managed) = managed {
+                fed::managed::run(client, managed, nodes, site_rx, metrics, stop).await;
+            }
+        }
+    };
     future::join4(
-        sites,
+        future::join(sites, managed),
         drain(deployments.run(
             reconcile::reconcile_workload,
             reconcile::error_policy,
@@ -137,6 +169,7 @@ pub(super) async fn run_controllers(
     )
     .await;
     node_task.abort();
+    fleet_task.abort();
     tracing::info!("controllers stopped");
 }
 
@@ -184,14 +217,6 @@ fn node_reflector(client: Client) -> (Store<NodeMeta>, impl Stream<Item = NodeEv
         .default_backoff(),
     );
     (reader, stream)
-}
-
-/// One `()` per change of the nodes' label fingerprint: re-reconcile every grid.
-fn site_changes(rx: watch::Receiver<u64>) -> impl Stream<Item = ()> + Send + 'static {
-    futures::stream::unfold(rx, |mut rx| async move {
-        rx.changed().await.ok()?;
-        Some(((), rx))
-    })
 }
 
 /// What the gauges of one grid kind are made of, read at scrape time.

@@ -25,6 +25,10 @@ pub struct Options {
     pub election: Option<Election>,
     /// The sites controller (NodeUnits and NodeGroups), or `None` (`--sites=false`).
     pub sites: Option<crate::nodeunits::sync::SiteOptions>,
+    /// Managed-cluster mode (`--parent-secret`), or `None`.
+    pub managed: Option<crate::fed::managed::ManagedOptions>,
+    /// Control-cluster mode: when a managed cluster counts as unreachable.
+    pub cluster_grace: Duration,
 }
 
 /// Leader-election settings.

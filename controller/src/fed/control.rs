@@ -1,0 +1,528 @@
+//! Control-cluster side: the managed clusters ([`Fleet`]), copies of each
+//! original grid in their dedicated namespaces, and the original's status.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{Api, DeleteParams, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, Resource, ResourceExt};
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::aggregate::{self, ClusterReport};
+use super::{
+    copy_labels, Role, CLUSTER_ID_LABEL, DIS_LABEL, FINALIZER, HEARTBEAT_LEASE, LOCAL_CLUSTER,
+    ORIGINAL_UID_ANNOTATION, TARGET_NAMESPACE_LABEL, YES,
+};
+use crate::metrics::Metrics;
+use crate::reconcile::Error;
+
+/// What a grid kind needs to be distributed (all three are).
+pub trait FedKind:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> FedKind for K where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// One managed cluster as the control cluster sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagedCluster {
+    /// Its dedicated namespace.
+    pub namespace: String,
+    /// Its name in status.
+    pub name: String,
+    /// Whether its heartbeat moved within the grace period.
+    pub reachable: bool,
+    /// Its heartbeat's last renewTime (RFC 3339, seconds), if it has one.
+    pub last_report: Option<String>,
+}
+
+#[derive(Default)]
+struct Seen {
+    version: String,
+    at: Option<Instant>,
+}
+
+/// The managed clusters: clusternet's dedicated namespaces and the
+/// heartbeat Leases the managed controllers renew in them.
+///
+/// A cluster is reachable while its Lease's resourceVersion changed within
+/// the grace period *as observed here* (the managed cluster's clock does not
+/// matter, as kube-controller-manager judges node leases).
+pub struct Fleet {
+    namespaces: Store<PartialObjectMeta<Namespace>>,
+    leases: Store<Lease>,
+    grace: Duration,
+    state: Mutex<FleetState>,
+    changed: watch::Sender<u64>,
+}
+
+#[derive(Default)]
+struct FleetState {
+    ready: bool,
+    seen: HashMap<String, Seen>,
+    clusters: Vec<ManagedCluster>,
+}
+
+impl Fleet {
+    /// Starts watching; returns the fleet and the task that keeps it current
+    /// (it re-evaluates reachability every second).
+    pub fn start(client: Client, grace: Duration) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
+        let (namespaces, ns_writer) = reflector::store();
+        let (leases, lease_writer) = reflector::store();
+        let ns_stream = reflector::reflector(
+            ns_writer,
+            watcher(
+                Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+                watcher::Config::default().labels(CLUSTER_ID_LABEL),
+            )
+            .default_backoff(),
+        );
+        let lease_stream = reflector::reflector(
+            lease_writer,
+            watcher(
+                Api::<Lease>::all(client),
+                watcher::Config::default().fields(&format!("metadata.name={HEARTBEAT_LEASE}")),
+            )
+            .default_backoff(),
+        );
+        let fleet = Arc::new(Self {
+            namespaces,
+            leases,
+            grace,
+            state: Mutex::new(FleetState::default()),
+            changed: watch::channel(0).0,
+        });
+        let task = tokio::spawn(fleet.clone().keep_current(ns_stream, lease_stream));
+        (fleet, task)
+    }
+
+    async fn keep_current<E1, E2>(
+        self: Arc<Self>,
+        namespaces: impl Stream<Item = Result<E1, watcher::Error>> + Send + 'static,
+        leases: impl Stream<Item = Result<E2, watcher::Error>> + Send + 'static,
+    ) {
+        let drive = futures::future::join(
+            namespaces.for_each(log_errors("dedicated namespace")),
+            leases.for_each(log_errors("heartbeat lease")),
+        );
+        let evaluate = async {
+            let ready = futures::future::join(
+                self.namespaces.wait_until_ready(),
+                self.leases.wait_until_ready(),
+            )
+            .await;
+            if ready.0.is_err() || ready.1.is_err() {
+                return;
+            }
+            self.state.lock().ready = true;
+            // Grids reconciled before the first list kept their copies and
+            // status: now they can be compared.
+            self.changed.send_modify(|n| *n = n.wrapping_add(1));
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                self.evaluate(Instant::now());
+            }
+        };
+        futures::future::join(drive, evaluate).await;
+    }
+
+    /// Recomputes the clusters; tells the controllers when reachability or
+    /// the set of clusters changed.
+    fn evaluate(&self, now: Instant) {
+        let leases: HashMap<String, Arc<Lease>> = self
+            .leases
+            .state()
+            .into_iter()
+            .filter_map(|l| Some((l.namespace()?, l)))
+            .collect();
+        let mut state = self.state.lock();
+        let mut clusters: Vec<ManagedCluster> = self
+            .namespaces
+            .state()
+            .iter()
+            .filter(|ns| ns.metadata.deletion_timestamp.is_none())
+            .map(|ns| {
+                let namespace = ns.name_any();
+                let name = super::cluster_name(&namespace, ns.metadata.labels.as_ref());
+                let lease = leases.get(&namespace);
+                let seen = state.seen.entry(namespace.clone()).or_default();
+                let version = lease
+                    .and_then(|l| l.metadata.resource_version.clone())
+                    .unwrap_or_default();
+                if lease.is_some() && version != seen.version {
+                    seen.version = version;
+                    seen.at = Some(now);
+                }
+                let reachable = lease.is_some()
+                    && seen
+                        .at
+                        .is_some_and(|at| now.duration_since(at) <= self.grace);
+                let last_report = lease
+                    .and_then(|l| l.spec.as_ref()?.renew_time.as_ref())
+                    .map(|t| t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+                ManagedCluster {
+                    namespace,
+                    name,
+                    reachable,
+                    last_report,
+                }
+            })
+            .collect();
+        clusters.sort_by(|a, b| a.name.cmp(&b.name).then(a.namespace.cmp(&b.namespace)));
+        if clusters != state.clusters {
+            let reach_changed = clusters.len() != state.clusters.len()
+                || clusters.iter().zip(&state.clusters).any(|(a, b)| {
+                    (&a.namespace, &a.name, a.reachable) != (&b.namespace, &b.name, b.reachable)
+                });
+            state.clusters = clusters;
+            if reach_changed {
+                for c in state.clusters.iter().filter(|c| !c.reachable) {
+                    tracing::info!(cluster = %c.name, namespace = %c.namespace, last_report = ?c.last_report, "managed cluster unreachable");
+                }
+                self.changed.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        }
+        let FleetState { seen, clusters, .. } = &mut *state;
+        seen.retain(|ns, _| leases.contains_key(ns) || clusters.iter().any(|c| &c.namespace == ns));
+    }
+
+    /// The managed clusters, or `None` until both watches have listed (a
+    /// copy is never deleted on an incomplete view).
+    pub fn clusters(&self) -> Option<Vec<ManagedCluster>> {
+        let state = self.state.lock();
+        state.ready.then(|| state.clusters.clone())
+    }
+
+    /// One `()` each time the clusters or their reachability change.
+    pub fn changes(&self) -> impl Stream<Item = ()> + Send + 'static {
+        crate::sites::on_change(self.changed.subscribe())
+    }
+}
+
+fn log_errors<T>(
+    what: &'static str,
+) -> impl FnMut(Result<T, watcher::Error>) -> futures::future::Ready<()> {
+    move |event| {
+        if let Err(err) = event {
+            tracing::warn!(%err, "{what} watch (multi-cluster)");
+        }
+        futures::future::ready(())
+    }
+}
+
+/// Maps a copy (as the control cluster's watch sees it) to its original.
+pub fn original_of<K: FedKind>(copy: &K) -> Option<ObjectRef<K>> {
+    match Role::of(copy.meta().labels.as_ref()) {
+        Role::Copy { target_namespace } => {
+            Some(ObjectRef::new(&copy.name_any()).within(&target_namespace))
+        }
+        _ => None,
+    }
+}
+
+/// The watcher config that sees only copies.
+pub fn copies_config() -> watcher::Config {
+    watcher::Config::default().labels(&format!("{DIS_LABEL}={YES}"))
+}
+
+/// Distributes an original and returns its status: `local` (what this
+/// cluster rendered itself, `None` for a ServiceGrid) aggregated with what
+/// each managed cluster reported. Also the clean-up paths: an original being
+/// deleted, or no longer labelled for distribution, loses its copies and
+/// then the finalizer. Returns `Ok(None)` when the grid is gone or going.
+pub async fn distribute<K: FedKind>(
+    grid: &K,
+    client: &Client,
+    fleet: &Fleet,
+    metrics: &Metrics,
+    local: Option<&Value>,
+    previous: Option<&Value>,
+    now: &str,
+) -> Result<Option<Value>, Error> {
+    let original = Role::of(grid.meta().labels.as_ref()) == Role::Original;
+    let has_finalizer = grid.finalizers().iter().any(|f| f == FINALIZER);
+    let namespace = grid.namespace().unwrap_or_default();
+    let name = grid.name_any();
+    if grid.meta().deletion_timestamp.is_some() || !original {
+        if has_finalizer {
+            delete_copies::<K>(client, metrics, &namespace, &name).await?;
+            set_finalizer(grid, client, metrics, false).await?;
+        }
+        return Ok(None);
+    }
+    if !has_finalizer {
+        set_finalizer(grid, client, metrics, true).await?;
+    }
+    let Some(clusters) = fleet.clusters() else {
+        // Not listed yet: touch no copy (the fleet's first list triggers
+        // every grid again).
+        return Ok(None);
+    };
+
+    let all: Api<K> = Api::all(client.clone());
+    let selector = format!("{DIS_LABEL}={YES},{TARGET_NAMESPACE_LABEL}={namespace}");
+    let mut copies: BTreeMap<String, K> = all
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .into_iter()
+        .filter(|c| c.name_any() == name)
+        .filter_map(|c| Some((c.namespace()?, c)))
+        .collect();
+
+    let desired_spec = serde_json::to_value(grid)?
+        .get("spec")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let labels = copy_labels(grid.meta().labels.as_ref(), &namespace);
+    let uid = grid.uid().unwrap_or_default();
+    let mut reports = Vec::new();
+    if let Some(local) = local
+        .and_then(|l| l.get("states"))
+        .and_then(Value::as_object)
+    {
+        if !local.is_empty() {
+            reports.push(ClusterReport {
+                name: LOCAL_CLUSTER.into(),
+                states: local.clone(),
+                reachable: true,
+                ..ClusterReport::default()
+            });
+        }
+    }
+    for cluster in &clusters {
+        let api: Api<K> = Api::namespaced(client.clone(), &cluster.namespace);
+        let existing = copies.remove(&cluster.namespace);
+        let mut report = ClusterReport {
+            name: cluster.name.clone(),
+            reachable: cluster.reachable,
+            last_report: (!cluster.reachable)
+                .then(|| cluster.last_report.clone())
+                .flatten(),
+            ..ClusterReport::default()
+        };
+        let outcome = match &existing {
+            Some(copy) => {
+                if let Some(states) = serde_json::to_value(copy)?
+                    .pointer("/status/states")
+                    .and_then(Value::as_object)
+                {
+                    report.states = states.clone();
+                }
+                update_copy(&api, metrics, copy, &desired_spec, &labels, &uid).await
+            }
+            None => {
+                // The slot may hold another namespace's grid of the same name.
+                match api.get_opt(&name).await {
+                    Ok(Some(other)) => Err(format!(
+                        "{}/{name} there belongs to {} (same grid name in two namespaces); not distributed to this cluster",
+                        cluster.namespace,
+                        match Role::of(other.meta().labels.as_ref()) {
+                            Role::Copy { target_namespace } => format!("namespace {target_namespace}"),
+                            _ => "a grid that is not a copy".to_owned(),
+                        }
+                    )),
+                    Ok(None) => create_copy(&api, metrics, grid, &cluster.namespace, &desired_spec, &labels, &uid).await,
+                    Err(err) => Err(err.to_string()),
+                }
+            }
+        };
+        if let Err(message) = outcome {
+            tracing::warn!(grid = %name, %namespace, cluster = %cluster.name, "{message}");
+            report.message = Some(message);
+        }
+        reports.push(report);
+    }
+    // Copies left are in namespaces that are no longer a cluster's.
+    for (ns, _) in copies {
+        delete_copy::<K>(client, metrics, &ns, &name).await?;
+    }
+    Ok(Some(aggregate::workload_status(&reports, previous, now)))
+}
+
+async fn create_copy<K: FedKind>(
+    api: &Api<K>,
+    metrics: &Metrics,
+    grid: &K,
+    namespace: &str,
+    spec: &Value,
+    labels: &BTreeMap<String, String>,
+    uid: &str,
+) -> Result<(), String> {
+    let body = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": {
+            "name": grid.name_any(),
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {ORIGINAL_UID_ANNOTATION: uid},
+        },
+        "spec": spec,
+    });
+    let copy: K = serde_json::from_value(body).map_err(|e| e.to_string())?;
+    match api.create(&PostParams::default(), &copy).await {
+        Ok(_) => {
+            metrics.wrote("create", &K::kind(&()));
+            tracing::info!(grid = %grid.name_any(), %namespace, "distributed a copy");
+            Ok(())
+        }
+        // Created meanwhile: the next reconcile compares it.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(err) => Err(format!("creating the copy in {namespace}: {err}")),
+    }
+}
+
+async fn update_copy<K: FedKind>(
+    api: &Api<K>,
+    metrics: &Metrics,
+    copy: &K,
+    spec: &Value,
+    labels: &BTreeMap<String, String>,
+    uid: &str,
+) -> Result<(), String> {
+    let mut current = serde_json::to_value(copy).map_err(|e| e.to_string())?;
+    let same_spec = current.get("spec") == Some(spec);
+    let same_labels = copy.meta().labels.as_ref() == Some(labels);
+    let same_uid = copy
+        .annotations()
+        .get(ORIGINAL_UID_ANNOTATION)
+        .map(String::as_str)
+        == Some(uid);
+    if same_spec && same_labels && same_uid {
+        return Ok(());
+    }
+    // The whole spec, zero values included (SuperEdge's merge dropped them).
+    current["spec"] = spec.clone();
+    current["metadata"]["labels"] = json!(labels);
+    current["metadata"]["annotations"][ORIGINAL_UID_ANNOTATION] = json!(uid);
+    if let Some(status) = current.as_object_mut() {
+        status.remove("status");
+    }
+    let replaced: K = serde_json::from_value(current).map_err(|e| e.to_string())?;
+    match api
+        .replace(&copy.name_any(), &PostParams::default(), &replaced)
+        .await
+    {
+        Ok(_) => {
+            metrics.wrote("update", &K::kind(&()));
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(err) => Err(format!(
+            "updating the copy in {}: {err}",
+            copy.namespace().unwrap_or_default()
+        )),
+    }
+}
+
+async fn delete_copies<K: FedKind>(
+    client: &Client,
+    metrics: &Metrics,
+    namespace: &str,
+    name: &str,
+) -> Result<(), Error> {
+    let all: Api<K> = Api::all(client.clone());
+    let selector = format!("{DIS_LABEL}={YES},{TARGET_NAMESPACE_LABEL}={namespace}");
+    for copy in all
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+    {
+        if copy.name_any() == name {
+            delete_copy::<K>(client, metrics, &copy.namespace().unwrap_or_default(), name).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn delete_copy<K: FedKind>(
+    client: &Client,
+    metrics: &Metrics,
+    namespace: &str,
+    name: &str,
+) -> Result<(), Error> {
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => {
+            metrics.wrote("delete", &K::kind(&()));
+            tracing::info!(grid = %name, %namespace, "deleted a copy");
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Adds or removes [`FINALIZER`], guarded by the grid's resourceVersion so a
+/// concurrent change of the list is never overwritten (a conflict is retried
+/// by the next reconcile, which that change triggers).
+async fn set_finalizer<K: FedKind>(
+    grid: &K,
+    client: &Client,
+    metrics: &Metrics,
+    present: bool,
+) -> Result<(), Error> {
+    let mut finalizers: Vec<String> = grid
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    if present {
+        finalizers.push(FINALIZER.to_owned());
+    }
+    let patch = json!({
+        "metadata": {
+            "resourceVersion": grid.meta().resource_version,
+            "finalizers": finalizers,
+        }
+    });
+    let api: Api<K> = Api::namespaced(client.clone(), &grid.namespace().unwrap_or_default());
+    match api
+        .patch(
+            &grid.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => {
+            metrics.wrote("patch", &K::kind(&()));
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+        Err(err) => Err(err.into()),
+    }
+}
