@@ -30,7 +30,8 @@ pub use workload::{reconcile_workload, WorkloadGrid};
 
 use crate::api::keys::{GridUniqKey, NodeUnit};
 use crate::drift;
-use crate::fed::control::Fleet;
+use crate::fed::control::{FedKind, Fleet};
+use crate::fed::Role;
 use crate::metrics::Metrics;
 use crate::render::GridError;
 
@@ -168,6 +169,41 @@ impl Context {
             .await?;
         self.metrics.wrote("apply-status", &K::kind(&()));
         Ok(())
+    }
+
+    /// A copy waiting in a dedicated namespace (never rendered where it
+    /// lies: its status is its managed cluster's to write) or a grid being
+    /// deleted (its copies go first, then the finalizer; garbage collection
+    /// removes its children) needs nothing more: the action to return.
+    async fn copy_or_deleted<K: FedKind>(&self, grid: &K) -> Result<Option<Action>, Error> {
+        if matches!(Role::of(grid.meta().labels.as_ref()), Role::Copy { .. }) {
+            return Ok(Some(Action::await_change()));
+        }
+        if grid.meta().deletion_timestamp.is_none() {
+            return Ok(None);
+        }
+        self.distribute(grid, None, None, &now()).await?;
+        Ok(Some(Action::await_change()))
+    }
+
+    /// See [`crate::fed::control::distribute`].
+    async fn distribute<K: FedKind>(
+        &self,
+        grid: &K,
+        local: Option<&Value>,
+        previous: Option<&Value>,
+        now: &str,
+    ) -> Result<Option<Value>, Error> {
+        crate::fed::control::distribute(
+            grid,
+            &self.client,
+            &self.fleet,
+            &self.metrics,
+            local,
+            previous,
+            now,
+        )
+        .await
     }
 
     /// Publishes a Warning event on `grid`.

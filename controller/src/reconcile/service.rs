@@ -8,7 +8,6 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::{controlled_by, now, Context, Error};
-use crate::fed::{self, Role};
 use crate::render::{self, GridError};
 use crate::status::{self, reason, Failure};
 use crate::ServiceGrid;
@@ -18,24 +17,12 @@ use crate::ServiceGrid;
 /// the template does) and reports a `Synced` condition.
 pub async fn reconcile_service(grid: Arc<ServiceGrid>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.note_reconcile(&*grid);
-    if matches!(Role::of(grid.meta().labels.as_ref()), Role::Copy { .. }) {
-        return Ok(Action::await_change());
+    if let Some(done) = ctx.copy_or_deleted(&*grid).await? {
+        return Ok(done);
     }
     // Distributed from here (or no longer): the copies in each managed
-    // cluster's namespace. A ServiceGrid has no per-site state to aggregate.
-    fed::control::distribute(
-        &*grid,
-        &ctx.client,
-        &ctx.fleet,
-        &ctx.metrics,
-        None,
-        None,
-        &now(),
-    )
-    .await?;
-    if grid.meta().deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
+    // cluster's namespace (a ServiceGrid has no per-site state to aggregate).
+    ctx.distribute(&*grid, None, None, &now()).await?;
     let namespace = grid.namespace().ok_or(GridError::NotPersisted)?;
     let uid = grid.uid().ok_or(GridError::NotPersisted)?;
     let desired = render::render_service(&grid)?;

@@ -1,48 +1,28 @@
 //! DeploymentGrid and StatefulSetGrid: one workload per site.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Debug;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::{controlled_by, now, Context, Error, FIELD_MANAGER};
 use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
 use crate::api::GridTemplates;
-use crate::fed::{self, Role};
+use crate::fed::control::FedKind;
+use crate::fed::Role;
 use crate::render::name::child_name;
 use crate::render::{self, GridError, SiteError, SiteResults, Workload, GRID_SELECTOR_LABEL};
 use crate::status::{self, reason, Failure};
 use crate::{DeploymentGrid, StatefulSetGrid};
 
 /// What the reconciler needs to know about a workload grid kind.
-pub trait WorkloadGrid:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + Serialize
-    + DeserializeOwned
-    + Debug
-    + Send
-    + Sync
-    + 'static
-{
+pub trait WorkloadGrid: FedKind {
     /// The workload each site runs.
-    type Child: Workload
-        + Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + Serialize
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static;
+    type Child: Workload + FedKind;
     /// The spec with the template fields.
     type Spec: GridTemplates;
 
@@ -146,27 +126,10 @@ pub async fn reconcile_workload<G: WorkloadGrid>(
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
     ctx.note_reconcile(&*grid);
+    if let Some(done) = ctx.copy_or_deleted(&*grid).await? {
+        return Ok(done);
+    }
     let role = Role::of(grid.meta().labels.as_ref());
-    if matches!(role, Role::Copy { .. }) {
-        // A copy waits here for its managed cluster: never rendered, and its
-        // status is that cluster's to write.
-        return Ok(Action::await_change());
-    }
-    if grid.meta().deletion_timestamp.is_some() {
-        // Copies elsewhere go first (the finalizer); garbage collection
-        // removes the children through their ownerReferences.
-        fed::control::distribute(
-            &*grid,
-            &ctx.client,
-            &ctx.fleet,
-            &ctx.metrics,
-            None,
-            None,
-            &now(),
-        )
-        .await?;
-        return Ok(Action::await_change());
-    }
     let (namespace, grid_name) = match (&grid.meta().namespace, &grid.meta().name) {
         (Some(ns), Some(name)) => (ns.clone(), name.clone()),
         _ => return Err(GridError::NotPersisted.into()),
@@ -243,16 +206,9 @@ pub async fn reconcile_workload<G: WorkloadGrid>(
     let mut status = status::workload_status(&live, &ready, &failures, previous.as_ref(), &now);
     // Distributed from here (or no longer): the copies, and what the
     // managed clusters report, aggregated with this cluster's own sites.
-    let distributed = fed::control::distribute(
-        &*grid,
-        &ctx.client,
-        &ctx.fleet,
-        &ctx.metrics,
-        Some(&status),
-        previous.as_ref(),
-        &now,
-    )
-    .await?;
+    let distributed = ctx
+        .distribute(&*grid, Some(&status), previous.as_ref(), &now)
+        .await?;
     match (role, distributed) {
         (Role::Original, Some(aggregated)) => status = aggregated,
         // The managed clusters are not listed yet: keep what is shown.
