@@ -174,17 +174,12 @@ pub fn merge_site(holders: &[(&str, &Value)]) -> Value {
             merged.insert(field.into(), json!(values.iter().sum::<i64>()));
         }
     }
-    // Condition types in first-seen order.
-    let mut types: Vec<&str> = Vec::new();
-    for (_, state) in holders {
-        for c in conditions(state) {
-            if let Some(t) = c.get("type").and_then(Value::as_str) {
-                if !types.contains(&t) {
-                    types.push(t);
-                }
-            }
-        }
-    }
+    // Condition types in type order (as deploy/karmada's aggregation).
+    let types: BTreeSet<&str> = holders
+        .iter()
+        .flat_map(|(_, state)| conditions(state))
+        .filter_map(|c| c.get("type").and_then(Value::as_str))
+        .collect();
     let mut merged_conditions = Vec::new();
     for kind in types {
         let mut parts = Vec::new();
@@ -202,8 +197,12 @@ pub fn merge_site(holders: &[(&str, &Value)]) -> Value {
             let status = c.get("status").and_then(Value::as_str).unwrap_or("Unknown");
             all_true &= status == "True";
             any_false |= status == "False";
-            let reason = c.get("reason").and_then(Value::as_str).unwrap_or_default();
-            parts.push(format!("{cluster}: {status} ({reason})"));
+            match c.get("reason").and_then(Value::as_str) {
+                Some(reason) if !reason.is_empty() => {
+                    parts.push(format!("{cluster}: {status} ({reason})"));
+                }
+                _ => parts.push(format!("{cluster}: {status}")),
+            }
             transition = latest(transition, c.get("lastTransitionTime"));
             update = latest(update, c.get("lastUpdateTime"));
         }
@@ -234,14 +233,13 @@ pub fn merge_site(holders: &[(&str, &Value)]) -> Value {
 }
 
 /// Whether a site's state (as reported or merged) counts as ready: all its
-/// replicas ready and no `Available` or `SiteReconciled` condition `False`.
+/// replicas ready and no `Available` condition `False`. (A site whose
+/// template is missing keeps running what it has, as in one cluster.)
 pub fn state_ready(state: &Value) -> bool {
     let count = |field: &str| state.get(field).and_then(Value::as_i64).unwrap_or(0);
     let failing = conditions(state).iter().any(|c| {
-        matches!(
-            c.get("type").and_then(Value::as_str),
-            Some("Available" | crate::status::SITE_CONDITION)
-        ) && c.get("status").and_then(Value::as_str) == Some("False")
+        c.get("type").and_then(Value::as_str) == Some("Available")
+            && c.get("status").and_then(Value::as_str) == Some("False")
     });
     count("readyReplicas") >= count("replicas") && !failing
 }
@@ -473,10 +471,12 @@ mod tests {
     }
 
     #[test]
-    fn readiness_of_a_site_needs_all_replicas_and_no_failing_condition() {
+    fn a_site_is_ready_with_all_replicas_ready_and_not_unavailable() {
         assert!(state_ready(&json!({"replicas": 2, "readyReplicas": 2})));
         assert!(!state_ready(&json!({"replicas": 2, "readyReplicas": 1})));
         assert!(!state_ready(&json!({"replicas": 1, "readyReplicas": 1,
+            "conditions": [{"type": "Available", "status": "False"}]})));
+        assert!(state_ready(&json!({"replicas": 1, "readyReplicas": 1,
             "conditions": [{"type": "SiteReconciled", "status": "False"}]})));
         assert!(state_ready(&json!({})), "a site scaled to zero is ready");
     }

@@ -5,5 +5,6 @@
 mod cli;
 mod common;
 mod crds;
+mod karmada;
 mod render;
 mod seeds;
