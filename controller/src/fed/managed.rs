@@ -169,10 +169,20 @@ async fn heartbeat(session: &Session, identity: &str) -> Result<(), kube::Error>
     Ok(())
 }
 
-/// One grid kind pulled from the control cluster.
+/// One grid kind pulled from the control cluster; its tasks end with it
+/// (a changed Secret drops the session and everything it started).
 struct Pulled<K: FedKind> {
     copies: Store<K>,
     listed: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl<K: FedKind> Drop for Pulled<K> {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
 }
 
 impl<K: FedKind> Pulled<K> {
@@ -195,25 +205,27 @@ impl<K: FedKind> Pulled<K> {
         .reconcile_all_on(crate::sites::on_change(sites));
         let copies = controller.store();
         let listed = Arc::new(AtomicBool::new(false));
-        {
+        let ready = {
             let (copies, listed) = (copies.clone(), listed.clone());
             tokio::spawn(async move {
                 if copies.wait_until_ready().await.is_ok() {
                     listed.store(true, Ordering::Relaxed);
                 }
-            });
+            })
+        };
+        let run = tokio::spawn(controller.run(pull::<K>, retry, session.clone()).for_each(
+            |result| {
+                if let Err(err) = result {
+                    tracing::debug!(%err, "managed controller");
+                }
+                future::ready(())
+            },
+        ));
+        Self {
+            copies,
+            listed,
+            tasks: vec![ready, run],
         }
-        tokio::spawn(
-            controller
-                .run(pull::<K>, retry, session.clone())
-                .for_each(|result| {
-                    if let Err(err) = result {
-                        tracing::debug!(%err, "managed controller");
-                    }
-                    future::ready(())
-                }),
-        );
-        Self { copies, listed }
     }
 
     /// Deletes local grids whose copy is no longer in the dedicated namespace
