@@ -325,22 +325,18 @@ async fn pull<K: FedKind>(copy: Arc<K>, session: Arc<Session>) -> Result<Action,
         .cloned()
         .unwrap_or_else(|| json!({}));
     if current != reported {
-        let body = json!({
-            "apiVersion": K::api_version(&()),
-            "kind": K::kind(&()),
-            "metadata": {"resourceVersion": copy.meta().resource_version},
-            "status": reported,
-        });
+        // The whole status replaced (PUT /status, guarded by the copy's
+        // resourceVersion): a merge patch would keep fields the local grid no
+        // longer reports inside a site's state.
+        let mut body = copy_json;
+        body["status"] = reported;
+        let body: K = serde_json::from_value(body)?;
         let api: Api<K> = Api::namespaced(session.parent.clone(), &session.namespace);
         match api
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(&replace_status(&current, body)),
-            )
+            .replace_status(&name, &PostParams::default(), &body)
             .await
         {
-            Ok(_) => session.metrics.wrote("patch-status", &K::kind(&())),
+            Ok(_) => session.metrics.wrote("update-status", &K::kind(&())),
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(err) => return Err(err.into()),
         }
@@ -359,19 +355,6 @@ pub fn local_sites<'a>(
         Some(key) if !key.is_empty() => crate::sites::sites(&GridUniqKey(key.to_owned()), nodes),
         _ => BTreeSet::new(),
     }
-}
-
-/// A merge patch that makes `status` exactly `body.status`: keys the old
-/// status had and the new one lacks are set to null.
-fn replace_status(current: &Value, mut body: Value) -> Value {
-    if let (Some(old), Some(new)) = (current.as_object(), body["status"].as_object_mut()) {
-        for key in old.keys() {
-            if !new.contains_key(key) {
-                new.insert(key.clone(), Value::Null);
-            }
-        }
-    }
-    body
 }
 
 async fn create_local<K: FedKind>(
@@ -514,14 +497,5 @@ mod tests {
         let no_key = json!({"gridUniqKey": ""});
         assert!(sites(&no_key, &[node(&[("zone", "zone1")])]).is_empty());
         assert!(sites(&json!({}), &[node(&[("zone", "zone1")])]).is_empty());
-    }
-
-    #[test]
-    fn the_status_patch_removes_what_the_local_grid_no_longer_reports() {
-        let current = json!({"states": {"zone1": {"replicas": 2}}, "sites": 1, "readySites": 1});
-        let body = json!({"status": {"sites": 0, "readySites": 0}});
-        let patch = replace_status(&current, body);
-        assert_eq!(patch["status"]["states"], Value::Null);
-        assert_eq!(patch["status"]["sites"], 0);
     }
 }
