@@ -333,32 +333,7 @@ impl Pki {
         if !crt.exists() || !key.exists() {
             return Err(Error::NoCa(self.dir.display().to_string()));
         }
-        let cert_pem = read(&crt)?;
-        let parsed = parse_cert(&crt, &cert_pem)?;
-        let key_pair = KeyPair::from_pem(&read(&key)?).map_err(|e| Error::Invalid {
-            path: key.clone(),
-            what: format!("not a private key in PEM: {e}"),
-        })?;
-        if key_pair.public_key_raw() != parsed.public_key.as_slice() {
-            return Err(Error::Invalid {
-                path: key,
-                what: format!("is not the key of {}", crt.display()),
-            });
-        }
-        if !parsed.is_ca {
-            return Err(Error::Invalid {
-                path: crt,
-                what: "is not a CA certificate".to_owned(),
-            });
-        }
-        let issuer = Issuer::from_ca_cert_pem(&cert_pem, key_pair).map_err(|e| Error::Invalid {
-            path: crt,
-            what: format!("cannot sign with this CA: {e}"),
-        })?;
-        Ok(Ca {
-            issuer,
-            not_after: parsed.not_after,
-        })
+        Ca::from_pem(&crt, &read(&crt)?, &key, &read(&key)?)
     }
 
     /// Writes `NAME.crt` and `NAME.key`.
@@ -444,6 +419,50 @@ impl Ca {
             what,
             expires: not_after,
         })
+    }
+
+    /// The CA in `cert_pem` (read from `crt`) with its key `key_pem` (from
+    /// `key`): the certificate must be a CA and the key its own.
+    fn from_pem(crt: &Path, cert_pem: &str, key: &Path, key_pem: &str) -> Result<Ca, Error> {
+        let parsed = parse_cert(crt, cert_pem)?;
+        let key_pair = KeyPair::from_pem(key_pem).map_err(|e| Error::Invalid {
+            path: key.to_path_buf(),
+            what: format!("not a private key in PEM: {e}"),
+        })?;
+        if key_pair.public_key_raw() != parsed.public_key.as_slice() {
+            return Err(Error::Invalid {
+                path: key.to_path_buf(),
+                what: format!("is not the key of {}", crt.display()),
+            });
+        }
+        if !parsed.is_ca {
+            return Err(Error::Invalid {
+                path: crt.to_path_buf(),
+                what: "is not a CA certificate".to_owned(),
+            });
+        }
+        let issuer = Issuer::from_ca_cert_pem(cert_pem, key_pair).map_err(|e| Error::Invalid {
+            path: crt.to_path_buf(),
+            what: format!("cannot sign with this CA: {e}"),
+        })?;
+        Ok(Ca {
+            issuer,
+            not_after: parsed.not_after,
+        })
+    }
+}
+
+/// Entry points for `sitegrid-fuzz`: what `server` and `client` read back
+/// from a directory, from text instead of files.
+#[doc(hidden)]
+pub mod fuzzing {
+    use std::path::Path;
+
+    use super::{Ca, Error};
+
+    /// Reads a CA certificate and its key as `server`/`client` do from `ca.crt` and `ca.key`.
+    pub fn ca(cert_pem: &str, key_pem: &str) -> Result<(), Error> {
+        Ca::from_pem(Path::new("ca.crt"), cert_pem, Path::new("ca.key"), key_pem).map(drop)
     }
 }
 
