@@ -1,0 +1,121 @@
+//! What the API server sends the proxy: objects and watch frames.
+
+use kube::{
+    core::{Status, WatchEvent},
+    runtime::watcher::Event,
+};
+use sitegrid_apimachinery::protobuf::{self, Kind};
+use sitegrid_proxy::{
+    cache::{self, ApiVersion, CacheConfig, ResourceKind, Served},
+    upstream::UpstreamObject,
+};
+
+use crate::text;
+
+/// Upstream objects through the projector (the topology filter and the
+/// per-kind views), then every served view encoded as each version's JSON
+/// and protobuf, as clients ask for them.
+///
+/// The input is a script, one event a line: `<event><kind> <object JSON>`,
+/// `<event>` one of `[` (a list begins), `=` (a listed object), `]` (the
+/// list ends), `+` (added or modified), `-` (deleted); `<kind>` one of
+/// `s` Services, `e` Endpoints, `l` EndpointSlices, `n` Nodes. A first line
+/// `v1beta1` makes the upstream serve EndpointSlices in v1beta1. The writer
+/// projects for node `bj-1` of the two-site world.
+pub fn projector(data: &[u8]) {
+    let Some(script) = text(data) else { return };
+    let mut lines = script.lines().peekable();
+    let slice_version = match lines.peek() {
+        Some(&"v1beta1") => {
+            lines.next();
+            ApiVersion::V1beta1
+        }
+        _ => ApiVersion::V1,
+    };
+    let (cache, slot) = cache::with_start_rv(CacheConfig::default(), 1000);
+    let mut writer = slot.start("bj-1", slice_version);
+    for line in lines {
+        let mut chars = line.chars();
+        let (Some(event), Some(kind)) = (chars.next(), chars.next()) else {
+            continue;
+        };
+        let kind = match kind {
+            's' => ResourceKind::Services,
+            'e' => ResourceKind::Endpoints,
+            'l' => ResourceKind::EndpointSlices,
+            'n' => ResourceKind::Nodes,
+            _ => continue,
+        };
+        let object = || UpstreamObject::from_json(chars.as_str().trim_start()).ok();
+        let event = match event {
+            '[' => Event::Init,
+            ']' => Event::InitDone,
+            '=' => match object() {
+                Some(o) => Event::InitApply(o),
+                None => continue,
+            },
+            '+' => match object() {
+                Some(o) => Event::Apply(o),
+                None => continue,
+            },
+            '-' => match object() {
+                Some(o) => Event::Delete(o),
+                None => continue,
+            },
+            _ => continue,
+        };
+        writer.handle(kind, event);
+    }
+    for kind in ResourceKind::ALL {
+        let (views, _) = cache.store(kind).snapshot("");
+        for view in views {
+            for version in [ApiVersion::V1, ApiVersion::V1beta1] {
+                let served = Served { kind, version };
+                let _ = cache.body(&view, served);
+                let _ = cache.message(&view, served);
+            }
+        }
+    }
+}
+
+/// A JSON watch stream from the API server as kube-runtime's watcher
+/// decodes it for the proxy (one `{"type":…,"object":…}` a line, an
+/// `ERROR` frame's object a `Status`), each object as the proxy keeps it
+/// ([`UpstreamObject`]: raw JSON plus parsed metadata).
+pub fn watch_frames(data: &[u8]) {
+    for line in data.split(|&b| b == b'\n') {
+        match serde_json::from_slice::<WatchEvent<UpstreamObject>>(line) {
+            Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => {
+                let _ = (o.key(), o.upstream_rv());
+                let _ = UpstreamObject::from_json(o.raw.get());
+            }
+            Ok(WatchEvent::Bookmark(b)) => {
+                let _ = b.metadata.resource_version;
+            }
+            Ok(WatchEvent::Error(e)) => {
+                let _ = e.to_string();
+            }
+            Err(_) => {
+                let _ = serde_json::from_slice::<Status>(line);
+            }
+        }
+    }
+}
+
+/// An object's JSON (as the API server sends it) converted to its protobuf
+/// message, for protobuf clients; the first byte picks the message.
+pub fn protobuf(data: &[u8]) {
+    let Some((&pick, json)) = data.split_first() else {
+        return;
+    };
+    let kind = match pick % 5 {
+        0 => Kind::Service,
+        1 => Kind::Endpoints,
+        2 => Kind::Node,
+        3 => Kind::EndpointSliceV1,
+        _ => Kind::EndpointSliceV1beta1,
+    };
+    if let Ok(message) = protobuf::message(kind, json) {
+        let _ = protobuf::envelope("v1", "Fuzz", &message);
+    }
+}
