@@ -35,6 +35,10 @@ use crate::{
     http::{response, Body, BoxError},
 };
 
+/// The longest a watch runs: `timeoutSeconds` may be as large as an int64
+/// (kube-apiserver accepts it), past what an `Instant` can hold.
+const LONGEST_WATCH: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// Watch timing.
 #[derive(Debug, Clone, Copy)]
 pub struct WatchSettings {
@@ -65,7 +69,8 @@ pub fn watch(
     let timeout = options
         .timeout
         // Without timeoutSeconds kube-apiserver picks 30 to 60 minutes.
-        .unwrap_or_else(|| Duration::from_secs(1800 + fastrand::u64(0..1800)));
+        .unwrap_or_else(|| Duration::from_secs(1800 + fastrand::u64(0..1800)))
+        .min(LONGEST_WATCH);
     let (tx, rx) = mpsc::channel::<Bytes>(16);
     let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
     let (labels, fields) = options.filter.raw_selectors();
