@@ -17,7 +17,7 @@ mod targets;
 
 pub use targets::{
     accept, api_path, certs, continue_token, field_selector, kubeconfig, label_selector, projector,
-    protobuf, query, snapshot, watch_frames,
+    protobuf, query, serve, snapshot, watch_frames,
 };
 
 /// A target: its name (of its binary and its corpus folder) and its function.
@@ -28,6 +28,7 @@ pub const TARGETS: &[Target] = &[
     ("label_selector", label_selector),
     ("field_selector", field_selector),
     ("query", query),
+    ("serve", serve),
     ("continue_token", continue_token),
     ("api_path", api_path),
     ("accept", accept),
