@@ -267,6 +267,7 @@ install_controller_prereqs() {
     subject='[{"op":"add","path":"/subjects/-","value":{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"sitegrid-controller"}}]'
     kubectl patch clusterrolebinding sitegrid-controller --type=json -p "$subject" >/dev/null
     kubectl -n kube-system patch rolebinding sitegrid-controller-leader-election --type=json -p "$subject" >/dev/null
+    kubectl -n clusternet-system patch rolebinding sitegrid-controller-parent-cluster --type=json -p "$subject" >/dev/null
     "$SITEGRID_E2E_ROOT/deploy/e2e/cluster.sh" cert sitegrid-controller /CN=sitegrid-controller
     "$SITEGRID_E2E_ROOT/deploy/e2e/cluster.sh" kubeconfig sitegrid-controller
 }
@@ -345,4 +346,117 @@ apiserver_writes() {
 writes_between() {
     join -a2 -e0 -o '0,1.2,2.2' <(awk '{print $1"/"$2, $3}' "$1") <(awk '{print $1"/"$2, $3}' "$2") |
         awk '{d = $3 - $2; if (d > 0) printf "  %s %d\n", $1, d}'
+}
+
+# --- more control planes at once (scenario 70) ---------------------------------------
+# An extra cluster NAME is cluster.sh in its own run folder, $SITEGRID_E2E_RUN-NAME,
+# on its own ports; its processes are tracked in group cluster-NAME, so the
+# harness stops them whatever happens.
+
+# in_cluster KUBECONFIG CMD...: CMD (kubectl, or a helper of this file) against that cluster.
+in_cluster() {
+    local kc=$1
+    shift
+    KUBECONFIG=$kc "$@"
+}
+
+# extra_cluster_run NAME: the run folder of the extra cluster NAME (its admin kubeconfig is admin.kubeconfig there).
+extra_cluster_run() { echo "$SITEGRID_E2E_RUN-$1"; }
+
+# track_extra_cluster NAME: track the processes the pid files of NAME's run folder name (once each).
+track_extra_cluster() {
+    local group=$SITEGRID_E2E_LOGS/groups/cluster-$1 f pid
+    for f in "$(extra_cluster_run "$1")"/pids/*.pid; do
+        [[ -f $f ]] || continue
+        pid=$(cat "$f")
+        grep -qx "$pid" "$group" 2>/dev/null || track "$pid" "cluster-$1"
+    done
+}
+
+# start_extra_cluster NAME "ETCD_CLIENT ETCD_PEER APISERVER CONTROLLER_MANAGER SCHEDULER": another
+# control plane (cluster.sh up, with its own CA) on those loopback ports, after stopping what an
+# earlier run left in its folder; cluster.sh's output in $SITEGRID_E2E_LOGS/cluster-NAME.log.
+start_extra_cluster() {
+    local name=$1 run rc=0
+    run=$(extra_cluster_run "$name")
+    SITEGRID_E2E_RUN=$run "$E2E_DIR/cluster.sh" down >/dev/null 2>&1 || true
+    SITEGRID_E2E_RUN=$run SITEGRID_E2E_PORTS=$2 "$E2E_DIR/cluster.sh" up >"$SITEGRID_E2E_LOGS/cluster-$name.log" 2>&1 || rc=$?
+    track_extra_cluster "$name"
+    return "$rc"
+}
+
+# extra_cluster NAME ARGS...: cluster.sh ARGS on the extra cluster NAME (e.g. `stop apiserver`,
+# `start apiserver`); what it starts is tracked too.
+extra_cluster() {
+    local name=$1
+    shift
+    SITEGRID_E2E_RUN=$(extra_cluster_run "$name") "$E2E_DIR/cluster.sh" "$@" >>"$SITEGRID_E2E_LOGS/cluster-$name.log" 2>&1 || return
+    track_extra_cluster "$name"
+}
+
+# stop_extra_cluster NAME: its logs kept in $SITEGRID_E2E_LOGS/cluster-NAME/, then cluster.sh down
+# (its run folder removed) and anything of it still tracked stopped.
+stop_extra_cluster() {
+    local run
+    run=$(extra_cluster_run "$1")
+    if [[ -d $run/logs ]]; then
+        rm -rf "$SITEGRID_E2E_LOGS/cluster-$1" && cp -r "$run/logs" "$SITEGRID_E2E_LOGS/cluster-$1"
+    fi
+    SITEGRID_E2E_RUN=$run "$E2E_DIR/cluster.sh" down >>"$SITEGRID_E2E_LOGS/cluster-$1.log" 2>&1 || true
+    stop_group "cluster-$1"
+}
+
+# start_controller_in KUBECONFIG NAME PORT [FLAGS...]: a sitegrid-controller with that kubeconfig
+# (e.g. another cluster's admin), /healthz etc. on 127.0.0.1:PORT, log controller-NAME.log; tracked
+# in group `controllers`, its PID in $CONTROLLER_PID_<NAME>; waits until it answers.
+start_controller_in() {
+    local kc=$1 name=$2 port=$3
+    shift 3
+    "$SITEGRID_CONTROLLER_BIN" --kubeconfig "$kc" --bind-address "127.0.0.1:$port" --leader-elect-identity "$name" "$@" \
+        >"$SITEGRID_E2E_LOGS/controller-$name.log" 2>&1 &
+    local pid=$!
+    track $pid controllers
+    eval "CONTROLLER_PID_${name//-/_}=$pid"
+    retry 30 answers_or_exited "$pid" "http://127.0.0.1:$port/healthz"
+    pid_running "$pid" || fail "controller $name exited: $(tail -n 3 "$SITEGRID_E2E_LOGS/controller-$name.log")"
+    curl -sf -o /dev/null "http://127.0.0.1:$port/healthz" || fail "controller $name does not answer /healthz (see $SITEGRID_E2E_LOGS/controller-$name.log)"
+}
+
+# answers_or_exited PID URL: URL answers, or process PID is gone (which ends a wait early).
+answers_or_exited() { pid_gone "$1" || curl -sf -o /dev/null "$2"; }
+
+# stop_tracked_controllers: stop, by PID, every sitegrid-controller an earlier scenario started and left running.
+stop_tracked_controllers() {
+    local pid
+    [[ -f $SITEGRID_E2E_LOGS/pids ]] || return 0
+    for pid in $(cat "$SITEGRID_E2E_LOGS/pids"); do
+        pid_running "$pid" || continue
+        [[ $(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -1) == "$SITEGRID_CONTROLLER_BIN" ]] || continue
+        stop_pid "$pid"
+        sed -i "/^$pid\$/d" "$SITEGRID_E2E_LOGS/pids"
+    done
+}
+
+# RUN_BOUND_PODS_SEQ: the last address run_bound_pods gave out.
+RUN_BOUND_PODS_SEQ=0
+
+# run_bound_pods PREFIX NET: play kubelet (Running and Ready, as run_bound_pod does) for every pod
+# in namespace default named PREFIX* that the scheduler bound and that is neither Ready nor
+# terminating, at addresses NET.1, NET.2, ... in turn (NET e.g. 10.1.0).
+run_bound_pods() {
+    local prefix=$1 net=$2 name node ready deleting host_ip
+    while IFS='|' read -r name node ready deleting; do
+        [[ $name == "$prefix"* && -n $node && -z $deleting && $ready != True ]] || continue
+        RUN_BOUND_PODS_SEQ=$((RUN_BOUND_PODS_SEQ + 1))
+        host_ip=$(kubectl get node "$node" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+        kubectl patch pod "$name" --subresource=status --type=merge \
+            -p "$(pod_status "$host_ip" "$net.$RUN_BOUND_PODS_SEQ" True "$(date -u +%Y-%m-%dT%H:%M:%SZ)")" >/dev/null || return 1
+    done < <(kubectl get pods -o jsonpath='{range .items[*]}{.metadata.name}|{.spec.nodeName}|{.status.conditions[?(@.type=="Ready")].status}|{.metadata.deletionTimestamp}{"\n"}{end}')
+}
+
+# deploy_ready DEPLOYMENT N NET: play kubelet for DEPLOYMENT's bound pods (run_bound_pods DEPLOYMENT- NET);
+# true once it reports N ready replicas and N replicas in all (for retry).
+deploy_ready() {
+    run_bound_pods "$1-" "$3" || return 1
+    [[ $(jget deploy "$1" '{.status.readyReplicas}/{.status.replicas}') == "$2/$2" ]]
 }

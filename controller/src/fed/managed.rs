@@ -7,11 +7,10 @@
 //! from a complete list of the dedicated namespace.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{future, StreamExt};
+use futures::{future, FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use kube::api::{Api, DeleteParams, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{self, Action, Controller};
@@ -173,7 +172,6 @@ async fn heartbeat(session: &Session, identity: &str) -> Result<(), kube::Error>
 /// (a changed Secret drops the session and everything it started).
 struct Pulled<K: FedKind> {
     copies: Store<K>,
-    listed: Arc<AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -204,15 +202,6 @@ impl<K: FedKind> Pulled<K> {
         )
         .reconcile_all_on(crate::sites::on_change(sites));
         let copies = controller.store();
-        let listed = Arc::new(AtomicBool::new(false));
-        let ready = {
-            let (copies, listed) = (copies.clone(), listed.clone());
-            tokio::spawn(async move {
-                if copies.wait_until_ready().await.is_ok() {
-                    listed.store(true, Ordering::Relaxed);
-                }
-            })
-        };
         let run = tokio::spawn(controller.run(pull::<K>, retry, session.clone()).for_each(
             |result| {
                 if let Err(err) = result {
@@ -223,15 +212,17 @@ impl<K: FedKind> Pulled<K> {
         ));
         Self {
             copies,
-            listed,
-            tasks: vec![ready, run],
+            tasks: vec![run],
         }
     }
 
     /// Deletes local grids whose copy is no longer in the dedicated namespace
     /// (only once that namespace has been listed completely).
     async fn sweep(&self, session: &Session) {
-        if !self.listed.load(Ordering::Relaxed) {
+        // Polled, not awaited: kube-runtime's readiness wakes only its
+        // latest waiter (the controller's own), but a completed first list
+        // is visible to any poll.
+        if !matches!(self.copies.wait_until_ready().now_or_never(), Some(Ok(()))) {
             return;
         }
         let api: Api<K> = Api::all(session.local.clone());
