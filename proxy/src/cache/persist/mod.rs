@@ -63,6 +63,11 @@ pub const FILE_NAME: &str = "snapshot";
 const LOG_EVENTS: usize = 1_000;
 /// About how many bytes of event bodies those may be, per kind.
 const LOG_BYTES: usize = 512 << 10;
+/// The largest clock a snapshot may carry. Versions are microseconds since
+/// the epoch plus one per event (about 2^51 today), so a proxy never comes
+/// near this; a file that does would leave the versions after it no room
+/// (the restored cache starts past it, the writer counts on from there).
+const MAX_CLOCK: u64 = 1 << 62;
 
 /// Where snapshots go, and how often.
 #[derive(Debug, Clone)]
@@ -168,6 +173,12 @@ impl Restored {
     /// self-consistent (versions out of order, an unknown resource, bodies
     /// that are not JSON objects).
     fn from_snapshot(snapshot: Snapshot) -> Result<Restored, String> {
+        if snapshot.clock > MAX_CLOCK {
+            return Err(format!(
+                "its clock {} is out of range (at most {MAX_CLOCK})",
+                snapshot.clock
+            ));
+        }
         let slice_version = ApiVersion::parse(&snapshot.slice_version)
             .ok_or_else(|| format!("unknown EndpointSlice version {:?}", snapshot.slice_version))?;
         let mut kinds: PerKind<Option<RestoredKind>> = PerKind::default();
@@ -540,6 +551,14 @@ mod tests {
                     ..snapshot(services(vec![], vec![]))
                 },
                 "beyond the clock",
+            ),
+            (
+                // The restored cache would start at clock + 1.
+                Snapshot {
+                    clock: u64::MAX,
+                    ..snapshot(services(vec![], vec![]))
+                },
+                "clock 18446744073709551615 is out of range",
             ),
             (
                 Snapshot {
