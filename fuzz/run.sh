@@ -6,9 +6,10 @@
 #
 # Builds the instrumented targets (cargo afl build --release --features afl),
 # then runs `cargo afl fuzz -V SECONDS` from corpus/TARGET with findings in
-# $OUT/TARGET (OUT defaults to target/fuzz-out). Exits non-zero when AFL found
-# a crash, after copying each one to regressions/TARGET/ so that
-# tests/corpus.rs replays it until it is fixed. Needs cargo-afl
+# $OUT/TARGET (OUT defaults to target/fuzz-out; a later run resumes there).
+# Exits non-zero when $OUT/TARGET holds a crash, after copying each one to
+# regressions/TARGET/ so that tests/corpus.rs replays it until it is fixed
+# (remove $OUT/TARGET once it is). Needs cargo-afl
 # (`cargo install cargo-afl --locked`, which also builds AFL++).
 set -euo pipefail
 
@@ -36,6 +37,8 @@ flock /tmp/sitegrid-cargo.lock cargo afl build --release --features afl -p siteg
 # AFL++ refuses to start on a CPU-frequency governor it does not like, and
 # without core_pattern=core it wants to be told crashes may go unnoticed.
 export AFL_SKIP_CPUFREQ=1 AFL_NO_UI=1
+# A second run continues the first one's queue in $OUT/T.
+export AFL_AUTORESUME=1
 if [ "$(cat /proc/sys/kernel/core_pattern 2>/dev/null)" != core ]; then
     export AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1
 fi
@@ -53,9 +56,8 @@ for t in $run; do
     if [ -n "$crashes" ]; then
         mkdir -p "$here/regressions/$t"
         for c in $crashes; do
-            # AFL's names hold ':' and ','; keep the id and signal only.
-            name=$(basename "$c" | sed 's/^id:\([0-9]*\),sig:\([0-9]*\).*/crash-\1-sig\2/')
-            cp "$c" "$here/regressions/$t/$name-$(date +%s)"
+            # Named by content: a crash kept from an earlier run is not copied twice.
+            cp "$c" "$here/regressions/$t/crash-$(sha1sum <"$c" | cut -c1-12)"
         done
         echo "== $t: $(wc -l <<<"$crashes") crash(es), copied to fuzz/regressions/$t/" >&2
         found=1

@@ -25,17 +25,21 @@ pub fn label_selector(data: &[u8]) {
     }
 }
 
-/// `fieldSelector`: same round trip as [`label_selector`].
+/// `fieldSelector`: the printed form parses, and printing is stable from
+/// the second time on. Not equal at once: Go keeps the terms in the order
+/// of the raw terms sorted as strings, and an escaped value (`c\=d`) sorts
+/// elsewhere than its printed form, so the first re-parse may reorder the
+/// same terms (Go's selectors do the same).
 pub fn field_selector(data: &[u8]) {
     let Some(s) = text(data) else { return };
     if let Ok(sel) = FieldSelector::parse(s) {
-        let printed = sel.to_string();
-        assert_eq!(
-            FieldSelector::parse(&printed).as_ref(),
-            Ok(&sel),
-            "{s:?} printed as {printed:?}"
-        );
         let _ = (sel.exact_name(), sel.exact_namespace());
+        let once = sel.to_string();
+        let reparsed = FieldSelector::parse(&once);
+        assert!(reparsed.is_ok(), "{s:?} printed as {once:?}: {reparsed:?}");
+        let twice = reparsed.map(|r| r.to_string()).unwrap_or_default();
+        let thrice = FieldSelector::parse(&twice).map(|r| r.to_string());
+        assert_eq!(thrice.as_ref(), Ok(&twice), "{s:?} printed as {once:?}");
     }
 }
 
