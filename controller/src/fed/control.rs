@@ -89,6 +89,10 @@ pub struct Fleet {
 #[derive(Default)]
 struct FleetState {
     ready: bool,
+    /// Since when the heartbeat watch works (`None` while it fails): a
+    /// control cluster that cannot see heartbeats judges nobody, and after
+    /// it sees again every cluster gets a grace period from then.
+    watching: Option<Instant>,
     seen: HashMap<String, Seen>,
     clusters: Vec<ManagedCluster>,
 }
@@ -105,15 +109,15 @@ impl Fleet {
                 Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
                 watcher::Config::default().labels(CLUSTER_ID_LABEL),
             )
-            .default_backoff(),
+            .backoff(crate::run::TriggerBackoff::default()),
         );
         let lease_stream = reflector::reflector(
             lease_writer,
             watcher(
-                Api::<Lease>::all(client),
+                Api::<Lease>::all(client.clone()),
                 watcher::Config::default().fields(&format!("metadata.name={HEARTBEAT_LEASE}")),
             )
-            .default_backoff(),
+            .backoff(crate::run::TriggerBackoff::default()),
         );
         let fleet = Arc::new(Self {
             namespaces,
@@ -122,18 +126,32 @@ impl Fleet {
             state: Mutex::new(FleetState::default()),
             changed: watch::channel(0).0,
         });
-        let task = tokio::spawn(fleet.clone().keep_current(ns_stream, lease_stream));
+        let task = tokio::spawn(fleet.clone().keep_current(client, ns_stream, lease_stream));
         (fleet, task)
     }
 
     async fn keep_current<E1, E2>(
         self: Arc<Self>,
+        client: Client,
         namespaces: impl Stream<Item = Result<E1, watcher::Error>> + Send + 'static,
         leases: impl Stream<Item = Result<E2, watcher::Error>> + Send + 'static,
     ) {
         let drive = futures::future::join(
             namespaces.for_each(log_errors("dedicated namespace")),
-            leases.for_each(log_errors("heartbeat lease")),
+            leases.for_each(|event| {
+                let mut state = self.state.lock();
+                match event {
+                    Ok(_) => {
+                        state.watching.get_or_insert_with(Instant::now);
+                    }
+                    Err(err) => {
+                        if state.watching.take().is_some() {
+                            tracing::warn!(%err, "heartbeat lease watch (multi-cluster): reachability kept as it was until it works again");
+                        }
+                    }
+                }
+                futures::future::ready(())
+            }),
         );
         let evaluate = async {
             let ready = futures::future::join(
@@ -151,10 +169,49 @@ impl Fleet {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {
                 tick.tick().await;
+                // About to call a cluster unreachable: first make sure this
+                // cluster's own API server answers. One going away keeps its
+                // open watches quiet for seconds before it closes them; a
+                // control cluster that cannot see judges nobody.
+                if self.due(Instant::now()) {
+                    let answers =
+                        tokio::time::timeout(Duration::from_secs(2), client.apiserver_version())
+                            .await
+                            .is_ok_and(|r| r.is_ok());
+                    if !answers {
+                        if self.state.lock().watching.take().is_some() {
+                            tracing::warn!("this cluster's API server does not answer: managed clusters' reachability kept as it was");
+                        }
+                        continue;
+                    }
+                }
                 self.evaluate(Instant::now());
             }
         };
         futures::future::join(drive, evaluate).await;
+    }
+
+    /// Whether a cluster shown reachable has a heartbeat older than the
+    /// grace period now (the next evaluation would call it unreachable).
+    fn due(&self, now: Instant) -> bool {
+        let state = self.state.lock();
+        let Some(watching) = state.watching else {
+            return false;
+        };
+        let versions: HashMap<String, String> = self
+            .leases
+            .state()
+            .iter()
+            .filter_map(|l| Some((l.namespace()?, l.metadata.resource_version.clone()?)))
+            .collect();
+        state.clusters.iter().filter(|c| c.reachable).any(|c| {
+            state.seen.get(&c.namespace).is_some_and(|seen| {
+                versions.get(&c.namespace) == Some(&seen.version)
+                    && seen
+                        .at
+                        .is_some_and(|at| now.duration_since(at.max(watching)) > self.grace)
+            })
+        })
     }
 
     /// Recomputes the clusters; tells the controllers when reachability or
@@ -167,6 +224,9 @@ impl Fleet {
             .filter_map(|l| Some((l.namespace()?, l)))
             .collect();
         let mut state = self.state.lock();
+        let Some(watching) = state.watching else {
+            return;
+        };
         let mut clusters: Vec<ManagedCluster> = self
             .namespaces
             .state()
@@ -187,7 +247,7 @@ impl Fleet {
                 let reachable = lease.is_some()
                     && seen
                         .at
-                        .is_some_and(|at| now.duration_since(at) <= self.grace);
+                        .is_some_and(|at| now.duration_since(at.max(watching)) <= self.grace);
                 let last_report = lease
                     .and_then(|l| l.spec.as_ref()?.renew_time.as_ref())
                     .map(|t| t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
@@ -524,5 +584,149 @@ async fn set_finalizer<K: FedKind>(
         }
         Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
         Err(err) => Err(err.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector::store::Writer;
+
+    use super::*;
+
+    fn namespace(name: &str, cluster: &str) -> PartialObjectMeta<Namespace> {
+        serde_json::from_value(json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": {"name": name, "labels": {
+                CLUSTER_ID_LABEL: format!("id-{cluster}"),
+                super::super::CLUSTER_NAME_LABEL: cluster,
+            }},
+        }))
+        .unwrap()
+    }
+
+    fn lease(namespace: &str, version: &str) -> Lease {
+        serde_json::from_value(json!({
+            "metadata": {"name": HEARTBEAT_LEASE, "namespace": namespace, "resourceVersion": version},
+            "spec": {"holderIdentity": "x", "renewTime": format!("2026-11-23T12:00:{version:0>2}.123456Z")},
+        }))
+        .unwrap()
+    }
+
+    struct Harness {
+        fleet: Fleet,
+        leases: Writer<Lease>,
+        t0: Instant,
+    }
+
+    impl Harness {
+        fn new() -> Self {
+            let (namespaces, mut ns_writer) = reflector::store();
+            let (leases, lease_writer) = reflector::store();
+            for (ns, cluster) in [
+                ("clusternet-aaaaa", "edge-a"),
+                ("clusternet-bbbbb", "edge-b"),
+            ] {
+                ns_writer.apply_watcher_event(&watcher::Event::Apply(namespace(ns, cluster)));
+            }
+            let fleet = Fleet {
+                namespaces,
+                leases,
+                grace: Duration::from_secs(40),
+                state: Mutex::new(FleetState::default()),
+                changed: watch::channel(0).0,
+            };
+            let t0 = Instant::now();
+            fleet.state.lock().ready = true;
+            fleet.state.lock().watching = Some(t0);
+            Self {
+                fleet,
+                leases: lease_writer,
+                t0,
+            }
+        }
+
+        fn beat(&mut self, ns: &str, version: &str) {
+            self.leases
+                .apply_watcher_event(&watcher::Event::Apply(lease(ns, version)));
+        }
+
+        /// (name, reachable, last report) per cluster, after evaluating at t0 + secs.
+        fn at(&self, secs: u64) -> Vec<(String, bool, Option<String>)> {
+            self.fleet.evaluate(self.t0 + Duration::from_secs(secs));
+            self.fleet
+                .clusters()
+                .unwrap()
+                .into_iter()
+                .map(|c| (c.name, c.reachable, c.last_report))
+                .collect()
+        }
+    }
+
+    fn reachable(view: &[(String, bool, Option<String>)]) -> Vec<bool> {
+        view.iter().map(|(_, r, _)| *r).collect()
+    }
+
+    #[test]
+    fn a_cluster_is_reachable_while_its_heartbeat_moves_within_the_grace_period() {
+        let mut h = Harness::new();
+        h.beat("clusternet-aaaaa", "1");
+        let view = h.at(0);
+        assert_eq!(reachable(&view), [true, false], "edge-b never reported");
+        assert_eq!(view[1].2, None);
+        assert_eq!(view[0].2.as_deref(), Some("2026-11-23T12:00:01Z"));
+        // A keeps beating, the versions move.
+        h.beat("clusternet-aaaaa", "2");
+        assert_eq!(reachable(&h.at(30)), [true, false]);
+        assert_eq!(reachable(&h.at(69)), [true, false]);
+        // Silent for longer than the grace period: unreachable, with its last report.
+        let view = h.at(71);
+        assert_eq!(reachable(&view), [false, false]);
+        assert_eq!(view[0].2.as_deref(), Some("2026-11-23T12:00:02Z"));
+        // Back.
+        h.beat("clusternet-aaaaa", "3");
+        assert_eq!(reachable(&h.at(80)), [true, false]);
+    }
+
+    #[test]
+    fn a_verdict_of_unreachable_is_announced_before_it_is_made() {
+        let mut h = Harness::new();
+        h.beat("clusternet-aaaaa", "1");
+        h.at(0);
+        assert!(!h.fleet.due(h.t0 + Duration::from_secs(40)));
+        // At +41 s A would be called unreachable: the caller checks its own
+        // API server first.
+        assert!(h.fleet.due(h.t0 + Duration::from_secs(41)));
+        // A beat arrived meanwhile: nothing is due.
+        h.beat("clusternet-aaaaa", "2");
+        assert!(!h.fleet.due(h.t0 + Duration::from_secs(41)));
+    }
+
+    #[test]
+    fn a_control_cluster_that_cannot_see_heartbeats_judges_nobody() {
+        let mut h = Harness::new();
+        h.beat("clusternet-aaaaa", "1");
+        h.beat("clusternet-bbbbb", "1");
+        assert_eq!(reachable(&h.at(0)), [true, true]);
+        let mut changes = h.fleet.changed.subscribe();
+        changes.mark_unchanged();
+        // The lease watch fails (this API server went away) for ten minutes.
+        h.fleet.state.lock().watching = None;
+        assert_eq!(reachable(&h.at(600)), [true, true], "kept as it was");
+        assert!(!changes.has_changed().unwrap());
+        // It works again at +600 s: everyone gets a grace period from then,
+        // and only a cluster that stays silent goes unreachable.
+        h.fleet.state.lock().watching = Some(h.t0 + Duration::from_secs(600));
+        assert_eq!(reachable(&h.at(610)), [true, true]);
+        assert!(
+            !changes.has_changed().unwrap(),
+            "no flap, no status written"
+        );
+        h.beat("clusternet-aaaaa", "2");
+        assert_eq!(reachable(&h.at(630)), [true, true]);
+        assert_eq!(reachable(&h.at(645)), [true, false]);
+        assert!(
+            changes.has_changed().unwrap(),
+            "edge-b's change triggers the grids"
+        );
     }
 }

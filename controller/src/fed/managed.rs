@@ -195,6 +195,7 @@ impl<K: FedKind> Pulled<K> {
             watcher::Config::default(),
         )
         .with_config(controller::Config::default().concurrency(options.concurrency))
+        .trigger_backoff(crate::run::TriggerBackoff::default())
         .watches(
             Api::<K>::all(session.local.clone()),
             watcher::Config::default().labels(TARGET_NAMESPACE_LABEL),

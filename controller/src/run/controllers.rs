@@ -81,6 +81,7 @@ pub(super) async fn run_controllers(
         watcher::Config::default(),
     )
     .with_config(config.clone())
+    .trigger_backoff(super::TriggerBackoff::default())
     .owns(Api::<Deployment>::all(client.clone()), owned())
     .watches(
         Api::<DeploymentGrid>::all(client.clone()),
@@ -95,6 +96,7 @@ pub(super) async fn run_controllers(
         watcher::Config::default(),
     )
     .with_config(config.clone())
+    .trigger_backoff(super::TriggerBackoff::default())
     .owns(Api::<StatefulSet>::all(client.clone()), owned())
     .watches(
         Api::<StatefulSetGrid>::all(client.clone()),
@@ -109,6 +111,7 @@ pub(super) async fn run_controllers(
         watcher::Config::default(),
     )
     .with_config(config)
+    .trigger_backoff(super::TriggerBackoff::default())
     .owns(Api::<Service>::all(client.clone()), owned())
     .reconcile_all_on(fleet.changes())
     .graceful_shutdown_on(stop.clone());

@@ -249,6 +249,36 @@ expect_within 20 "ClustersReachable after B is back" True/AllReachable condition
 expect "B's $GRID-zone2 after the outage" "$(kb get deploy "$GRID-zone2" -o jsonpath='{.spec.replicas}')" 3
 expect_within 30 "control states after the outage" "2/2 3/3 2/2" grid_jq '"\(.status.states.zone1.replicas)/\(.status.states.zone1.readyReplicas) \(.status.states.zone2.replicas)/\(.status.states.zone2.readyReplicas) \(.status.sites)/\(.status.readySites)"'
 
+# --- f2. the control cluster's API server down: the managed clusters keep everything; back: the
+# next change in the control cluster reaches them, and nobody is shown unreachable for the outage.
+a_before=$(ka get deploy "$GRID-zone1" -o jsonpath='{.metadata.uid} {.metadata.resourceVersion} {.spec.replicas}')
+a_grid=$(ka get dg "$GRID" -o jsonpath='{.metadata.uid} {.metadata.resourceVersion}')
+b_before=$(kb get deploy "$GRID-zone2" -o jsonpath='{.metadata.uid} {.spec.replicas}')
+ctl_lines=$(wc -l <"$SITEGRID_E2E_LOGS/controller-fed-control.log")
+a_lines=$(wc -l <"$SITEGRID_E2E_LOGS/controller-fed-a.log")
+"$E2E_DIR/cluster.sh" stop apiserver >>"$SITEGRID_E2E_LOGS/cluster-control.log" 2>&1 || fail "stopping the control API server"
+kubectl get --raw /readyz --request-timeout=2s >/dev/null 2>&1 && fail "the control API server still answers"
+sleep $((GRACE + 4)) # longer than a grace period: A's and B's heartbeats and watches fail meanwhile
+expect "A's local grid while the control cluster is down" "$(ka get dg "$GRID" -o jsonpath='{.metadata.uid} {.metadata.resourceVersion}')" "$a_grid"
+expect "A's $GRID-zone1 while the control cluster is down" "$(ka get deploy "$GRID-zone1" -o jsonpath='{.metadata.uid} {.metadata.resourceVersion} {.spec.replicas}')" "$a_before"
+expect "B's $GRID-zone2 while the control cluster is down" "$(kb get deploy "$GRID-zone2" -o jsonpath='{.metadata.uid} {.spec.replicas}')" "$b_before"
+"$E2E_DIR/cluster.sh" start apiserver >>"$SITEGRID_E2E_LOGS/cluster-control.log" 2>&1 || fail "restarting the control API server"
+retry 60 bash -c 'kubectl get --raw /readyz >/dev/null' || fail "the control API server is not ready again"
+up_at=$SECONDS
+# A change made in the control cluster now reaches A, once the watches came back: they retry with
+# client-go's backoff (0.8 s doubling to 30 s, reset after 2 min without errors), so after an
+# outage of a grace period the first retry may be 30 s away.
+kubectl patch dg "$GRID" --type=merge -p '{"spec":{"templatePool":{"test1":{"replicas":1}}}}' >/dev/null || fail "editing the original"
+retry 120 bash -c "[[ \$(kubectl --kubeconfig $KC_A get deploy $GRID-zone1 -o jsonpath='{.spec.replicas}') == 1 ]]" || fail "A's $GRID-zone1 did not follow the control cluster after its outage"
+expect_within 30 "both clusters reachable after the control cluster's outage" "true true" grid_jq '"\(.status.clusters["cluster-a"].reachable) \(.status.clusters["cluster-b"].reachable)"'
+expect_within 30 "zone1 after the control cluster's outage" "1/1" grid_jq '"\(.status.states.zone1.replicas)/\(.status.states.zone1.readyReplicas)"'
+log "70: the control cluster's outage: nothing touched in A and B; a change $((SECONDS - up_at)) s after it was back reached A and its status came back"
+# The control controller judged nobody unreachable over its own API server's outage.
+judged=$(tail -n +"$((ctl_lines + 1))" "$SITEGRID_E2E_LOGS/controller-fed-control.log" | grep "managed cluster unreachable" | head -2)
+[[ -z $judged ]] || fail "clusters judged unreachable because the control cluster was down: $judged"
+ctl_back=$(wc -l <"$SITEGRID_E2E_LOGS/controller-fed-control.log")
+a_back=$(wc -l <"$SITEGRID_E2E_LOGS/controller-fed-a.log")
+
 # --- g. deleting the original removes it everywhere -----------------------------------------
 kubectl delete dg "$GRID" --wait=false >/dev/null || fail "deleting the original"
 retry 30 bash -c "! kubectl -n $NS_A get dg $GRID" || fail "the copy in $NS_A outlived the original"
@@ -260,5 +290,8 @@ retry 60 in_cluster "$KC_A" gone deploy "$GRID-zone1" || fail "A's $GRID-zone1 o
 retry 60 in_cluster "$KC_B" gone deploy "$GRID-zone2" || fail "B's $GRID-zone2 outlived its grid"
 # No controller was refused anything (B's only until its API server restarted: a restarting API server
 # may answer 403 to requests it takes before it is ready, its RBAC caches still empty).
-refusals=$(cat "$SITEGRID_E2E_LOGS/controller-fed-control.log" "$SITEGRID_E2E_LOGS/controller-fed-a.log" <(head -n "$b_log_lines" "$SITEGRID_E2E_LOGS/controller-fed-b.log") | grep -i forbidden | head -3)
+# Nor over the control API server's restart (f2), whose first answers may be refusals too.
+outside() { sed -n "1,${2}p; $(($3 + 1)),\$p" "$SITEGRID_E2E_LOGS/$1"; }
+refusals=$(cat <(outside controller-fed-control.log "$ctl_lines" "$ctl_back") <(outside controller-fed-a.log "$a_lines" "$a_back") \
+    <(head -n "$b_log_lines" "$SITEGRID_E2E_LOGS/controller-fed-b.log") | grep -i forbidden | head -3)
 [[ -z $refusals ]] || fail "a controller was refused: $refusals"
