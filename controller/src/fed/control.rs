@@ -10,7 +10,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::NamespaceResourceScope;
-use kube::api::{Api, DeleteParams, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::aggregate::{self, ClusterReport};
+use super::object;
 use super::{
     copy_labels, Role, CLUSTER_ID_LABEL, DIS_LABEL, FINALIZER, HEARTBEAT_LEASE, LOCAL_CLUSTER,
     ORIGINAL_UID_ANNOTATION, TARGET_NAMESPACE_LABEL, YES,
@@ -440,18 +441,9 @@ async fn create_copy<K: FedKind>(
     labels: &BTreeMap<String, String>,
     uid: &str,
 ) -> Result<(), String> {
-    let body = json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "metadata": {
-            "name": grid.name_any(),
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": {ORIGINAL_UID_ANNOTATION: uid},
-        },
-        "spec": spec,
-    });
-    let copy: K = serde_json::from_value(body).map_err(|e| e.to_string())?;
+    let annotations = BTreeMap::from([(ORIGINAL_UID_ANNOTATION.to_owned(), uid.to_owned())]);
+    let copy: K = object::new_grid(&grid.name_any(), namespace, labels, &annotations, spec)
+        .map_err(|e| e.to_string())?;
     match api.create(&PostParams::default(), &copy).await {
         Ok(_) => {
             metrics.wrote("create", &K::kind(&()));
@@ -472,25 +464,12 @@ async fn update_copy<K: FedKind>(
     labels: &BTreeMap<String, String>,
     uid: &str,
 ) -> Result<(), String> {
-    let mut current = serde_json::to_value(copy).map_err(|e| e.to_string())?;
-    let same_spec = current.get("spec") == Some(spec);
-    let same_labels = copy.meta().labels.as_ref() == Some(labels);
-    let same_uid = copy
-        .annotations()
-        .get(ORIGINAL_UID_ANNOTATION)
-        .map(String::as_str)
-        == Some(uid);
-    if same_spec && same_labels && same_uid {
+    let annotations = BTreeMap::from([(ORIGINAL_UID_ANNOTATION.to_owned(), uid.to_owned())]);
+    let Some(replaced) =
+        object::respecced(copy, spec, labels, &annotations).map_err(|e| e.to_string())?
+    else {
         return Ok(());
-    }
-    // The whole spec, zero values included (SuperEdge's merge dropped them).
-    current["spec"] = spec.clone();
-    current["metadata"]["labels"] = json!(labels);
-    current["metadata"]["annotations"][ORIGINAL_UID_ANNOTATION] = json!(uid);
-    if let Some(status) = current.as_object_mut() {
-        status.remove("status");
-    }
-    let replaced: K = serde_json::from_value(current).map_err(|e| e.to_string())?;
+    };
     match api
         .replace(&copy.name_any(), &PostParams::default(), &replaced)
         .await
@@ -533,16 +512,10 @@ async fn delete_copy<K: FedKind>(
     namespace: &str,
     name: &str,
 ) -> Result<(), Error> {
-    let api: Api<K> = Api::namespaced(client.clone(), namespace);
-    match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => {
-            metrics.wrote("delete", &K::kind(&()));
-            tracing::info!(grid = %name, %namespace, "deleted a copy");
-            Ok(())
-        }
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(err) => Err(err.into()),
+    if object::delete_grid::<K>(client, metrics, namespace, name).await? {
+        tracing::info!(grid = %name, %namespace, "deleted a copy");
     }
+    Ok(())
 }
 
 /// Adds or removes [`FINALIZER`], guarded by the grid's resourceVersion so a

@@ -6,13 +6,13 @@
 //! a local grid goes only when its copy is seen terminating or is absent
 //! from a complete list of the dedicated namespace.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{future, FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
-use kube::api::{Api, DeleteParams, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::control::FedKind;
+use super::object;
 use super::parent::Parent;
 use super::{local_labels, Role, HEARTBEAT_LEASE, TARGET_NAMESPACE_LABEL};
 use crate::api::keys::{GridUniqKey, NodeUnit};
@@ -357,17 +358,8 @@ async fn create_local<K: FedKind>(
     spec: &Value,
 ) -> Result<K, Error> {
     ensure_namespace(session, namespace).await?;
-    let body = json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "metadata": {
-            "name": copy.name_any(),
-            "namespace": namespace,
-            "labels": local_labels(copy.meta().labels.as_ref()),
-        },
-        "spec": spec,
-    });
-    let grid: K = serde_json::from_value(body)?;
+    let labels = local_labels(copy.meta().labels.as_ref());
+    let grid: K = object::new_grid(&copy.name_any(), namespace, &labels, &BTreeMap::new(), spec)?;
     let created = api.create(&PostParams::default(), &grid).await?;
     session.metrics.wrote("create", &K::kind(&()));
     tracing::info!(kind = %K::kind(&()), %namespace, grid = %copy.name_any(), "created the local grid from the control cluster");
@@ -382,17 +374,9 @@ async fn update_local<K: FedKind>(
     spec: &Value,
 ) -> Result<K, Error> {
     let labels = local_labels(copy.meta().labels.as_ref());
-    let mut current = serde_json::to_value(&local)?;
-    if current.get("spec") == Some(spec) && local.meta().labels.as_ref() == Some(&labels) {
+    let Some(replaced) = object::respecced(&local, spec, &labels, &BTreeMap::new())? else {
         return Ok(local);
-    }
-    // The control cluster's spec, whole: a local edit is put back.
-    current["spec"] = spec.clone();
-    current["metadata"]["labels"] = json!(labels);
-    if let Some(map) = current.as_object_mut() {
-        map.remove("status");
-    }
-    let replaced: K = serde_json::from_value(current)?;
+    };
     let updated = api
         .replace(&local.name_any(), &PostParams::default(), &replaced)
         .await?;
@@ -406,15 +390,8 @@ async fn delete_local<K: FedKind>(
     namespace: &str,
     name: &str,
 ) -> Result<(), Error> {
-    let api: Api<K> = Api::namespaced(session.local.clone(), namespace);
-    match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => {
-            session.metrics.wrote("delete", &K::kind(&()));
-            Ok(())
-        }
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(err) => Err(err.into()),
-    }
+    object::delete_grid::<K>(&session.local, &session.metrics, namespace, name).await?;
+    Ok(())
 }
 
 /// The target namespace exists in the control cluster; here it may not yet.

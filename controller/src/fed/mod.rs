@@ -26,6 +26,7 @@
 pub mod aggregate;
 pub mod control;
 pub mod managed;
+pub mod object;
 pub mod parent;
 
 use std::collections::BTreeMap;
