@@ -1,6 +1,6 @@
 //! What the proxy reads back from its data directory.
 
-use sitegrid_proxy::cache::{self, persist, ApiVersion, CacheConfig, ResourceKind, Served};
+use sitegrid_proxy::cache::{self, persist, ApiVersion, CacheConfig};
 
 /// The node the fuzzed snapshots are loaded for (the seeds were taken for it).
 const NODE: &str = "bj-1";
@@ -36,16 +36,7 @@ pub fn snapshot(data: &[u8]) {
     };
     let (cache, slot) = cache::open(CacheConfig::default(), opened);
     let writer = slot.start(NODE, ApiVersion::V1);
-    for kind in ResourceKind::ALL {
-        let (views, _) = cache.store(kind).snapshot("");
-        for view in views {
-            for version in [ApiVersion::V1, ApiVersion::V1beta1] {
-                let served = Served { kind, version };
-                let _ = cache.body(&view, served);
-                let _ = cache.message(&view, served);
-            }
-        }
-    }
+    super::encode_every_view(&cache);
     drop(writer);
 }
 

@@ -6,7 +6,7 @@ use kube::{
 };
 use sitegrid_apimachinery::protobuf::{self, Kind};
 use sitegrid_proxy::{
-    cache::{self, ApiVersion, CacheConfig, ResourceKind, Served},
+    cache::{self, ApiVersion, CacheConfig, ResourceKind},
     upstream::UpstreamObject,
 };
 
@@ -66,16 +66,7 @@ pub fn projector(data: &[u8]) {
         };
         writer.handle(kind, event);
     }
-    for kind in ResourceKind::ALL {
-        let (views, _) = cache.store(kind).snapshot("");
-        for view in views {
-            for version in [ApiVersion::V1, ApiVersion::V1beta1] {
-                let served = Served { kind, version };
-                let _ = cache.body(&view, served);
-                let _ = cache.message(&view, served);
-            }
-        }
-    }
+    super::encode_every_view(&cache);
 }
 
 /// A JSON watch stream from the API server as kube-runtime's watcher
