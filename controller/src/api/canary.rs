@@ -3,6 +3,21 @@
 use std::collections::BTreeMap;
 
 use crate::api::keys::{NodeUnit, TemplateName};
+use crate::api::Template;
+
+/// Why a site has no template to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TemplateError {
+    /// It names a pool entry that does not exist.
+    Missing(TemplateName),
+    /// Its pool entry is not a workload spec (see [`Template`]).
+    Unreadable {
+        /// The entry.
+        name: TemplateName,
+        /// The decoder's complaint.
+        error: String,
+    },
+}
 
 /// The template fields of a workload grid spec (`template`, `templatePool`,
 /// `templates`, `defaultTemplateName`), seen the same way for Deployments
@@ -14,7 +29,7 @@ pub trait GridTemplates {
     /// `spec.template`: what [`TemplateName::DEFAULT`] selects.
     fn template(&self) -> &Self::Spec;
     /// `spec.templatePool`: named alternative templates.
-    fn template_pool(&self) -> &BTreeMap<TemplateName, Self::Spec>;
+    fn template_pool(&self) -> &BTreeMap<TemplateName, Template<Self::Spec>>;
     /// `spec.templates`: the template name each site asks for.
     fn templates(&self) -> &BTreeMap<NodeUnit, TemplateName>;
     /// `spec.defaultTemplateName`, if set.
@@ -30,15 +45,23 @@ pub trait GridTemplates {
             .unwrap_or_else(|| TemplateName::from(TemplateName::DEFAULT))
     }
 
-    /// The template `unit` runs, or the pool name it asked for that does not exist.
+    /// The template `unit` runs, or why it has none (the pool entry it
+    /// asked for does not exist, or is not a spec).
     ///
     /// `"default"` always means `spec.template`, as in SuperEdge.
-    fn template_for(&self, unit: &NodeUnit) -> Result<&Self::Spec, TemplateName> {
+    fn template_for(&self, unit: &NodeUnit) -> Result<&Self::Spec, TemplateError> {
         let name = self.template_name_for(unit);
         if name.is_default() {
             return Ok(self.template());
         }
-        self.template_pool().get(&name).ok_or(name)
+        match self.template_pool().get(&name).map(Template::spec) {
+            Some(Ok(spec)) => Ok(spec),
+            Some(Err(error)) => Err(TemplateError::Unreadable {
+                error: error.to_owned(),
+                name,
+            }),
+            None => Err(TemplateError::Missing(name)),
+        }
     }
 
     /// `templatePool` entries that no site uses: neither a value of

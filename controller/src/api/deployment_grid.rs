@@ -8,7 +8,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ClusterStatus, GridTemplates};
+use super::{ClusterStatus, GridTemplates, Template};
 use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
 
 /// The desired state of a DeploymentGrid: a Deployment template run once per site.
@@ -53,7 +53,7 @@ pub struct DeploymentGridSpec {
     pub template: DeploymentSpec,
     /// Named alternative Deployment specs, for per-site canaries.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub template_pool: BTreeMap<TemplateName, DeploymentSpec>,
+    pub template_pool: BTreeMap<TemplateName, Template<DeploymentSpec>>,
     /// The `templatePool` entry each site runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub templates: BTreeMap<NodeUnit, TemplateName>,
@@ -94,7 +94,7 @@ impl GridTemplates for DeploymentGridSpec {
     fn template(&self) -> &DeploymentSpec {
         &self.template
     }
-    fn template_pool(&self) -> &BTreeMap<TemplateName, DeploymentSpec> {
+    fn template_pool(&self) -> &BTreeMap<TemplateName, Template<DeploymentSpec>> {
         &self.template_pool
     }
     fn templates(&self) -> &BTreeMap<NodeUnit, TemplateName> {

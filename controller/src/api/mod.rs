@@ -12,12 +12,14 @@ pub mod keys;
 mod service_grid;
 pub mod site;
 mod statefulset_grid;
+mod template;
 
-pub use canary::GridTemplates;
+pub use canary::{GridTemplates, TemplateError};
 pub use cluster_status::ClusterStatus;
 pub use deployment_grid::{DeploymentGrid, DeploymentGridSpec, DeploymentGridStatus};
 pub use service_grid::{ServiceGrid, ServiceGridSpec, ServiceGridStatus};
 pub use statefulset_grid::{StatefulSetGrid, StatefulSetGridSpec, StatefulSetGridStatus};
+pub use template::Template;
 
 /// The API group of every grid resource.
 pub const GROUP: &str = "superedge.io";

@@ -8,7 +8,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ClusterStatus, GridTemplates};
+use super::{ClusterStatus, GridTemplates, Template};
 use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
 
 /// The desired state of a StatefulSetGrid: a StatefulSet template run once per site.
@@ -53,7 +53,7 @@ pub struct StatefulSetGridSpec {
     pub template: StatefulSetSpec,
     /// Named alternative StatefulSet specs, for per-site canaries.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub template_pool: BTreeMap<TemplateName, StatefulSetSpec>,
+    pub template_pool: BTreeMap<TemplateName, Template<StatefulSetSpec>>,
     /// The `templatePool` entry each site runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub templates: BTreeMap<NodeUnit, TemplateName>,
@@ -94,7 +94,7 @@ impl GridTemplates for StatefulSetGridSpec {
     fn template(&self) -> &StatefulSetSpec {
         &self.template
     }
-    fn template_pool(&self) -> &BTreeMap<TemplateName, StatefulSetSpec> {
+    fn template_pool(&self) -> &BTreeMap<TemplateName, Template<StatefulSetSpec>> {
         &self.template_pool
     }
     fn templates(&self) -> &BTreeMap<NodeUnit, TemplateName> {

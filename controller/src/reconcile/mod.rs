@@ -67,8 +67,21 @@ fn describe(err: &kube::Error) -> String {
     }
 }
 
-/// How long a failed reconcile waits before it is retried.
+/// How long a failed reconcile waits before it is retried (the first time;
+/// see [`retry_after`]).
 pub const RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// The longest wait between retries of a grid that keeps failing.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+/// The wait before retry number `failures` (1, 2, …) of one grid:
+/// [`RETRY_AFTER`] doubled each time, at most [`MAX_RETRY_AFTER`], so a grid
+/// that keeps failing (an API server answering 500, a webhook down) costs
+/// one attempt per five minutes rather than one per ten seconds.
+pub fn retry_after(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    (RETRY_AFTER * 2u32.pow(doublings)).min(MAX_RETRY_AFTER)
+}
 
 /// What every reconcile shares.
 pub struct Context {
@@ -87,6 +100,9 @@ pub struct Context {
     pub reconciled: Mutex<HashMap<String, String>>,
     /// The managed clusters, for grids distributed from this cluster.
     pub fleet: Arc<Fleet>,
+    /// Consecutive failed reconciles of each grid (same keys as
+    /// [`Self::reconciled`]), for the retry backoff; absent after a success.
+    pub failures: Mutex<HashMap<String, u32>>,
 }
 
 impl Context {
@@ -104,6 +120,19 @@ impl Context {
             grid.meta().namespace.as_deref().unwrap_or_default(),
             grid.meta().name.as_deref().unwrap_or_default()
         )
+    }
+
+    /// Passes a reconcile's result on; a success forgets the grid's
+    /// failures, so that its next failure is retried soon again.
+    fn settle<K: Resource<DynamicType = ()>>(
+        &self,
+        grid: &K,
+        result: Result<Action, Error>,
+    ) -> Result<Action, Error> {
+        if result.is_ok() {
+            self.failures.lock().remove(&Self::grid_key(grid));
+        }
+        result
     }
 
     fn note_reconcile<K: Resource<DynamicType = ()>>(&self, grid: &K) {
@@ -237,13 +266,33 @@ fn controlled_by<C: Resource>(child: &C, uid: &str) -> bool {
         .any(|o| o.controller == Some(true) && o.uid == uid)
 }
 
-/// The error policy of every controller: count, log, retry later.
+/// The error policy of every controller: count, log, retry later, waiting
+/// longer each time the same grid fails again ([`retry_after`]).
 pub fn error_policy<K: Resource<DynamicType = ()>>(
     grid: Arc<K>,
     error: &Error,
     ctx: Arc<Context>,
 ) -> Action {
     ctx.metrics.failed(&K::kind(&()));
-    tracing::warn!(kind = %K::kind(&()), grid = %grid.name_any(), namespace = %grid.namespace().unwrap_or_default(), %error, "reconcile failed; retrying");
-    Action::requeue(RETRY_AFTER)
+    let failures = {
+        let mut all = ctx.failures.lock();
+        let count = all.entry(Context::grid_key(&*grid)).or_default();
+        *count = count.saturating_add(1);
+        *count
+    };
+    let wait = retry_after(failures);
+    tracing::warn!(kind = %K::kind(&()), grid = %grid.name_any(), namespace = %grid.namespace().unwrap_or_default(), %error, failures, retry_in = ?wait, "reconcile failed; retrying");
+    Action::requeue(wait)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grid_that_keeps_failing_waits_longer_each_time_up_to_five_minutes() {
+        let waits: Vec<u64> = (1..=7).map(|n| retry_after(n).as_secs()).collect();
+        assert_eq!(waits, [10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(retry_after(u32::MAX), MAX_RETRY_AFTER);
+    }
 }

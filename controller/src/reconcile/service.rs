@@ -15,7 +15,18 @@ use crate::ServiceGrid;
 /// Reconciles one ServiceGrid: applies `{grid}-svc` (its allocated
 /// `clusterIP` and node ports are kept: the controller never sets them unless
 /// the template does) and reports a `Synced` condition.
+///
+/// A grid that cannot be rendered (a name too long for the label its
+/// Service carries) or whose Service the API server refuses as invalid gets
+/// `Synced=False` and one Warning event, and waits for an edit (or the next
+/// resync); other failures are retried with backoff.
 pub async fn reconcile_service(grid: Arc<ServiceGrid>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let result = reconcile_once(grid.clone(), ctx.clone()).await;
+    ctx.settle(&*grid, result)
+}
+
+/// One pass of [`reconcile_service`].
+async fn reconcile_once(grid: Arc<ServiceGrid>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.note_reconcile(&*grid);
     if let Some(done) = ctx.copy_or_deleted(&*grid).await? {
         return Ok(done);
@@ -25,21 +36,39 @@ pub async fn reconcile_service(grid: Arc<ServiceGrid>, ctx: Arc<Context>) -> Res
     ctx.distribute(&*grid, None, None, &now()).await?;
     let namespace = grid.namespace().ok_or(GridError::NotPersisted)?;
     let uid = grid.uid().ok_or(GridError::NotPersisted)?;
-    let desired = render::render_service(&grid)?;
-    let name = desired.name_any();
-    let api: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-    let live = api
-        .get_opt(&name)
-        .await?
-        .filter(|svc| controlled_by(svc, &uid));
-    let outcome = ctx
-        .apply_child(&api, &desired, live.as_ref())
-        .await
-        .map(|_| ())
-        .map_err(|err| Failure {
-            reason: reason::APPLY_FAILED,
-            message: format!("Service {name}: {err}"),
-        });
+    let (outcome, live) = match render::render_service(&grid) {
+        Ok(desired) => {
+            let name = desired.name_any();
+            let api: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+            let live = api
+                .get_opt(&name)
+                .await?
+                .filter(|svc| controlled_by(svc, &uid));
+            let outcome = ctx
+                .apply_child(&api, &desired, live.as_ref())
+                .await
+                .map(|_| ())
+                .map_err(|err| {
+                    let transient = super::workload::is_transient(&err);
+                    let failure = Failure {
+                        reason: reason::APPLY_FAILED,
+                        message: format!("Service {name}: {err}"),
+                    };
+                    (failure, transient)
+                });
+            (outcome, live)
+        }
+        Err(err) => match err.reason() {
+            Some(reason) => {
+                let failure = Failure {
+                    reason,
+                    message: err.to_string(),
+                };
+                (Err((failure, false)), None)
+            }
+            None => return Err(err.into()),
+        },
+    };
     ctx.metrics.set_children(
         &Service::kind(&()),
         Context::grid_key(&*grid),
@@ -50,6 +79,8 @@ pub async fn reconcile_service(grid: Arc<ServiceGrid>, ctx: Arc<Context>) -> Res
         .status
         .as_ref()
         .and_then(|s| serde_json::to_value(s).ok());
+    let transient = matches!(outcome, Err((_, true)));
+    let outcome = outcome.map_err(|(failure, _)| failure);
     let status =
         status::service_status(&outcome, grid.meta().generation, previous.as_ref(), &now());
     if let Err(failure) = &outcome {
@@ -60,8 +91,8 @@ pub async fn reconcile_service(grid: Arc<ServiceGrid>, ctx: Arc<Context>) -> Res
         }
     }
     ctx.apply_status(&*grid, previous.as_ref(), status).await?;
-    match outcome {
-        Ok(()) => Ok(Action::requeue(ctx.resync)),
-        Err(_) => Err(Error::Sites { failed: 1 }),
+    if transient {
+        return Err(Error::Sites { failed: 1 });
     }
+    Ok(Action::requeue(ctx.resync))
 }

@@ -9,6 +9,8 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::{json, Value};
 
+use futures::StreamExt;
+
 use super::{controlled_by, now, Context, Error, FIELD_MANAGER};
 use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
 use crate::api::GridTemplates;
@@ -16,7 +18,7 @@ use crate::fed::control::FedKind;
 use crate::fed::Role;
 use crate::render::name::child_name;
 use crate::render::{self, GridError, SiteError, SiteResults, Workload, GRID_SELECTOR_LABEL};
-use crate::status::{self, reason, Failure};
+use crate::status::{self, budget, reason, Failure};
 use crate::{DeploymentGrid, StatefulSetGrid};
 
 /// What the reconciler needs to know about a workload grid kind.
@@ -118,13 +120,20 @@ fn current<C: Resource>(child: &C, observed: Option<i64>) -> bool {
 ///
 /// Applies the child of every site that renders, deletes children of sites
 /// that no longer exist, prunes unused templates when asked to, and reports
-/// each site in `status.states`. A site whose template is missing keeps the
-/// child it has (if any), gets a `SiteReconciled=False` condition and one
-/// Warning event; the other sites are reconciled all the same.
+/// each site in `status.states`. A site whose template is missing or
+/// unreadable, or whose object the API server refuses, keeps the child it has
+/// (if any), gets a `SiteReconciled=False` condition and one Warning event;
+/// the other sites are reconciled all the same.
 pub async fn reconcile_workload<G: WorkloadGrid>(
     grid: Arc<G>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
+    let result = reconcile_once(grid.clone(), ctx.clone()).await;
+    ctx.settle(&*grid, result)
+}
+
+/// One pass of [`reconcile_workload`].
+async fn reconcile_once<G: WorkloadGrid>(grid: Arc<G>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.note_reconcile(&*grid);
     if let Some(done) = ctx.copy_or_deleted(&*grid).await? {
         return Ok(done);
@@ -137,7 +146,10 @@ pub async fn reconcile_workload<G: WorkloadGrid>(
     let uid = grid.meta().uid.clone().ok_or(GridError::NotPersisted)?;
     let child_kind = G::Child::kind(&());
     let units = ctx.sites(grid.key());
-    let rendered = grid.render(&units)?;
+    let rendered = match grid.render(&units) {
+        Ok(rendered) => rendered,
+        Err(err) => return report_unrenderable(&*grid, &ctx, &err).await,
+    };
 
     let api: Api<G::Child> = Api::namespaced(ctx.client.clone(), &namespace);
     let selector = format!("{GRID_SELECTOR_LABEL}={grid_name}");
@@ -150,30 +162,54 @@ pub async fn reconcile_workload<G: WorkloadGrid>(
         .map(|child| (child.name_any(), child))
         .collect();
 
+    // Sites are applied a few at a time: with thousands of sites one by one
+    // would take minutes, all at once would flood the API server.
+    let outcomes: Vec<(NodeUnit, String, Result<G::Child, SiteFailure>)> =
+        futures::stream::iter(rendered.into_iter().map(|(unit, result)| {
+            let name = child_name(&format!("{grid_name}-{unit}"), G::Child::NAME_RULE);
+            let (ctx, api, existing, child_kind) = (&ctx, &api, &existing, &child_kind);
+            async move {
+                let outcome = match result {
+                    Ok(desired) => ctx
+                        .apply_child(api, &desired, existing.get(&name))
+                        .await
+                        .map_err(|err| SiteFailure {
+                            transient: is_transient(&err),
+                            failure: Failure {
+                                reason: reason::APPLY_FAILED,
+                                message: format!("site {unit}: {child_kind} {name}: {err}"),
+                            },
+                        }),
+                    Err(err) => Err(SiteFailure {
+                        transient: false,
+                        failure: Failure {
+                            reason: match err {
+                                SiteError::UnknownTemplate { .. } => reason::TEMPLATE_NOT_FOUND,
+                                SiteError::UnreadableTemplate { .. } => reason::INVALID_TEMPLATE,
+                            },
+                            message: err.to_string(),
+                        },
+                    }),
+                };
+                (unit, name, outcome)
+            }
+        }))
+        .buffered(APPLY_CONCURRENCY)
+        .collect()
+        .await;
+
     let mut live = BTreeMap::new();
     let mut ready = BTreeSet::new();
     let mut failures = BTreeMap::new();
     let mut keep = BTreeSet::new();
-    for (unit, result) in rendered {
-        let name = child_name(&format!("{grid_name}-{unit}"), G::Child::NAME_RULE);
+    let mut transient = 0;
+    for (unit, name, outcome) in outcomes {
         keep.insert(name.clone());
-        let outcome = match result {
-            Ok(desired) => ctx
-                .apply_child(&api, &desired, existing.get(&name))
-                .await
-                .map_err(|err| Failure {
-                    reason: reason::APPLY_FAILED,
-                    message: format!("site {unit}: {child_kind} {name}: {err}"),
-                }),
-            Err(err @ SiteError::UnknownTemplate { .. }) => Err(Failure {
-                reason: reason::TEMPLATE_NOT_FOUND,
-                message: err.to_string(),
-            }),
-        };
         let child = match outcome {
             Ok(child) => Some(child),
-            Err(failure) => {
-                failures.insert(unit.clone(), failure);
+            Err(site) => {
+                transient += usize::from(site.transient);
+                failures.insert(unit.clone(), site.failure);
                 // A site that cannot be updated keeps running what it has.
                 existing.remove(&name)
             }
@@ -215,23 +251,124 @@ pub async fn reconcile_workload<G: WorkloadGrid>(
         (Role::Original, None) => status = previous.clone().unwrap_or(status),
         _ => {}
     }
-    for (unit, failure) in status::new_failures(&failures, previous.as_ref()) {
-        tracing::warn!(grid = %grid_name, %namespace, site = %unit, reason = failure.reason, "{}", failure.message);
-        ctx.warn(&*grid, failure.reason, failure.message.clone())
-            .await;
+    status::set_grid_condition(
+        &mut status,
+        previous.as_ref(),
+        status::RENDERED_CONDITION,
+        None,
+        &now,
+    );
+    budget::fit_states(&mut status, previous.as_ref(), budget::STATES_BUDGET, &now);
+    warn_new_failures(&*grid, &ctx, &failures, previous.as_ref()).await;
+    if let Some((reason, message)) =
+        status::grid_condition_is_new(&status, previous.as_ref(), budget::STATES_CONDITION)
+    {
+        ctx.warn(&*grid, &reason, message).await;
     }
     ctx.apply_status(&*grid, previous.as_ref(), status).await?;
 
-    // A missing template waits for the user; a refused apply is retried.
-    let apply_failures = failures
-        .values()
-        .filter(|f| f.reason == reason::APPLY_FAILED)
-        .count();
-    if apply_failures > 0 {
-        return Err(Error::Sites {
-            failed: apply_failures,
-        });
+    // A missing or unreadable template, or an object the API server
+    // refuses as invalid, waits for the user to change the grid (or for the
+    // next resync); a failure that may pass by itself is retried with backoff.
+    if transient > 0 {
+        return Err(Error::Sites { failed: transient });
     }
+    Ok(Action::requeue(ctx.resync))
+}
+
+/// Sites applied at once.
+const APPLY_CONCURRENCY: usize = 16;
+
+/// Warning events published per reconcile for individual sites; the rest
+/// are summed up in one more, so a template that fails on 10,000 sites is
+/// not 10,000 events.
+const MAX_SITE_EVENTS: usize = 10;
+
+/// One site's failure, and whether it may pass without the user's help.
+struct SiteFailure {
+    failure: Failure,
+    transient: bool,
+}
+
+/// Whether an apply that failed with `err` may succeed if simply retried:
+/// not when the API server refused the object itself (400 BadRequest, 422
+/// Invalid), which only a change to the grid can fix.
+pub(super) fn is_transient(err: &Error) -> bool {
+    match err {
+        Error::Kube(kube::Error::Api(status)) => !matches!(status.code, 400 | 422),
+        Error::Json(_) => false,
+        _ => true,
+    }
+}
+
+/// Publishes a Warning event for each site that newly failed (the first
+/// [`MAX_SITE_EVENTS`], then one event counting the others).
+async fn warn_new_failures<G: WorkloadGrid>(
+    grid: &G,
+    ctx: &Context,
+    failures: &BTreeMap<NodeUnit, Failure>,
+    previous: Option<&Value>,
+) {
+    let new = status::new_failures(failures, previous);
+    for (unit, failure) in new.iter().take(MAX_SITE_EVENTS) {
+        tracing::warn!(grid = %grid.name_any(), namespace = %grid.namespace().unwrap_or_default(), site = %unit, reason = failure.reason, "{}", failure.message);
+        ctx.warn(grid, failure.reason, failure.message.clone())
+            .await;
+    }
+    if new.len() > MAX_SITE_EVENTS {
+        let more = new.len() - MAX_SITE_EVENTS;
+        let message = format!(
+            "{more} more sites failed (see status.states[site] for each): {}",
+            failures_by_reason(&new[MAX_SITE_EVENTS..])
+        );
+        tracing::warn!(grid = %grid.name_any(), namespace = %grid.namespace().unwrap_or_default(), "{message}");
+        ctx.warn(grid, reason::SITES_FAILED, message).await;
+    }
+}
+
+/// `ApplyFailed: 9990` style counts, by reason.
+fn failures_by_reason(failures: &[(&NodeUnit, &Failure)]) -> String {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, failure) in failures {
+        *counts.entry(failure.reason).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(reason, n)| format!("{reason}: {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A grid that cannot be rendered at all: a `Rendered=False` grid condition
+/// and one Warning event when it appears; its children (if an earlier spec
+/// made any) are left as they are. Not retried: only an edit of the grid can
+/// help, and the edit triggers a reconcile.
+async fn report_unrenderable<G: WorkloadGrid>(
+    grid: &G,
+    ctx: &Context,
+    err: &GridError,
+) -> Result<Action, Error> {
+    let Some(reason) = err.reason() else {
+        return Err(err.clone().into());
+    };
+    let previous = grid.status_json();
+    let now = now();
+    let mut status = previous.clone().unwrap_or_else(|| json!({}));
+    let condition = Some(("False", reason, err.to_string()));
+    status::set_grid_condition(
+        &mut status,
+        previous.as_ref(),
+        status::RENDERED_CONDITION,
+        condition,
+        &now,
+    );
+    if let Some((reason, message)) =
+        status::grid_condition_is_new(&status, previous.as_ref(), status::RENDERED_CONDITION)
+    {
+        tracing::warn!(grid = %grid.name_any(), namespace = %grid.namespace().unwrap_or_default(), reason, "{message}");
+        ctx.warn(grid, &reason, message).await;
+    }
+    ctx.apply_status(grid, previous.as_ref(), status).await?;
     Ok(Action::requeue(ctx.resync))
 }
 

@@ -19,7 +19,7 @@ pub use service::render_service;
 pub use statefulset::render_statefulsets;
 
 use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
-use crate::api::GridTemplates;
+use crate::api::{GridTemplates, TemplateError};
 
 /// Label on every generated object: the name of the grid that owns it.
 pub const GRID_SELECTOR_LABEL: &str = "superedge.io/grid-selector";
@@ -42,6 +42,33 @@ pub enum GridError {
     /// not point back at it; only grids read from the API server render.
     #[error("grid has no name or uid yet; it must be read from the API server")]
     NotPersisted,
+    /// The grid's name does not fit in a label value: every child carries it
+    /// in [`GRID_SELECTOR_LABEL`] (as in SuperEdge), so the API server would
+    /// refuse them all. A grid name may be 253 characters, a label value 63.
+    #[error("the grid's name is {len} characters long, but its children carry it as the value of label {GRID_SELECTOR_LABEL}, which Kubernetes limits to 63: give the grid a shorter name")]
+    NameTooLong {
+        /// The name's length.
+        len: usize,
+    },
+    /// `gridUniqKey` cannot be a label value (it has a `/` prefix, or is
+    /// longer than 63): every child carries it in [`GRID_UNIQ_KEY_LABEL`].
+    #[error("gridUniqKey {key:?} cannot be the value of label {GRID_UNIQ_KEY_LABEL} that every child carries (label values are at most 63 characters of [A-Za-z0-9._-], with no '/'): use a node label key without a prefix")]
+    InvalidGridUniqKey {
+        /// The key.
+        key: GridUniqKey,
+    },
+}
+
+impl GridError {
+    /// The CamelCase reason of the condition and Warning event reporting
+    /// it, or `None` for an error that is not the user's to fix.
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            Self::NotPersisted => None,
+            Self::NameTooLong { .. } => Some(crate::status::reason::NAME_TOO_LONG),
+            Self::InvalidGridUniqKey { .. } => Some(crate::status::reason::INVALID_GRID_UNIQ_KEY),
+        }
+    }
 }
 
 /// Why one site of a workload grid cannot be rendered; the other sites still are.
@@ -55,10 +82,54 @@ pub enum SiteError {
         /// The missing pool entry.
         template: TemplateName,
     },
+    /// The site's `templatePool` entry is not a workload spec (see
+    /// [`crate::api::Template`]).
+    #[error("site {unit}: templatePool entry \"{template}\" is not a valid template: {error}")]
+    UnreadableTemplate {
+        /// The site.
+        unit: NodeUnit,
+        /// The pool entry.
+        template: TemplateName,
+        /// The decoder's complaint.
+        error: String,
+    },
 }
 
 /// The outcome per site: its object, or why it has none.
 pub type SiteResults<T> = BTreeMap<NodeUnit, Result<T, SiteError>>;
+
+/// Whether the two grid labels every child carries can hold `grid_name` and
+/// `key` (label values: at most 63 characters, alphanumeric at both ends,
+/// `-`, `_`, `.` between). Checked once per grid, before any child is made,
+/// so that a grid the API server would refuse child by child says so once.
+fn check_grid_labels(grid_name: &str, key: &GridUniqKey) -> Result<(), GridError> {
+    // A grid name is a DNS-1123 subdomain (the API server checked it), so
+    // only its length can make it an invalid label value.
+    if grid_name.len() > MAX_LABEL_VALUE {
+        return Err(GridError::NameTooLong {
+            len: grid_name.len(),
+        });
+    }
+    if !is_label_value(key.as_str()) {
+        return Err(GridError::InvalidGridUniqKey { key: key.clone() });
+    }
+    Ok(())
+}
+
+/// The longest label value Kubernetes accepts.
+const MAX_LABEL_VALUE: usize = 63;
+
+/// A valid label value (empty, or ≤ 63 of `[A-Za-z0-9_.-]` starting and ending alphanumeric).
+fn is_label_value(value: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    value.is_empty()
+        || (value.len() <= MAX_LABEL_VALUE
+            && value.starts_with(alnum)
+            && value.ends_with(alnum)
+            && value
+                .chars()
+                .all(|c| alnum(c) || matches!(c, '-' | '_' | '.')))
+}
 
 /// Metadata shared by every child of `grid`: namespace, the grid's labels plus
 /// the two grid labels, and a controller ownerReference.
@@ -68,6 +139,7 @@ where
 {
     let meta = grid.meta();
     let grid_name = meta.name.clone().ok_or(GridError::NotPersisted)?;
+    check_grid_labels(&grid_name, key)?;
     let owner = OwnerReference {
         block_owner_deletion: Some(true),
         ..grid
@@ -113,6 +185,7 @@ where
     W: Workload,
 {
     let grid_name = grid.meta().name.as_deref().ok_or(GridError::NotPersisted)?;
+    check_grid_labels(grid_name, key)?;
     units
         .iter()
         .map(|unit| {
@@ -127,10 +200,17 @@ where
                         .insert(NODE_UNIT_LABEL.to_owned(), unit.to_string());
                     Ok(W::new(meta, spec))
                 }
-                Err(template) => Err(SiteError::UnknownTemplate {
+                Err(TemplateError::Missing(template)) => Err(SiteError::UnknownTemplate {
                     unit: unit.clone(),
                     template,
                 }),
+                Err(TemplateError::Unreadable { name, error }) => {
+                    Err(SiteError::UnreadableTemplate {
+                        unit: unit.clone(),
+                        template: name,
+                        error,
+                    })
+                }
             };
             Ok((unit.clone(), child))
         })

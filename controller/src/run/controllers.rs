@@ -71,6 +71,7 @@ pub(super) async fn run_controllers(
         resync: options.resync,
         reconciled: Mutex::new(HashMap::new()),
         fleet: fleet.clone(),
+        failures: Mutex::new(HashMap::new()),
     });
     let config = controller::Config::default().concurrency(options.concurrency);
     let owned = || watcher::Config::default().labels(GRID_SELECTOR_LABEL);

@@ -11,6 +11,8 @@ use serde_json::{json, Map, Value};
 
 use crate::api::keys::NodeUnit;
 
+pub mod budget;
+
 /// The condition type the controller adds to a site's state when it could
 /// not reconcile that site (its other conditions are the workload's own).
 pub const SITE_CONDITION: &str = "SiteReconciled";
@@ -35,6 +37,16 @@ pub mod reason {
     pub const APPLY_FAILED: &str = "ApplyFailed";
     /// The site's object was applied (ServiceGrid condition).
     pub const APPLIED: &str = "Applied";
+    /// The site's `templatePool` entry is not a workload spec.
+    pub const INVALID_TEMPLATE: &str = "InvalidTemplate";
+    /// The grid's name does not fit the label its children carry it in.
+    pub const NAME_TOO_LONG: &str = "NameTooLong";
+    /// `gridUniqKey` cannot be a label value.
+    pub const INVALID_GRID_UNIQ_KEY: &str = "InvalidGridUniqKey";
+    /// The summary event of sites failing beyond the ones given an event each.
+    pub const SITES_FAILED: &str = "SitesFailed";
+    /// `status.states` lists only some sites (see [`super::budget`]).
+    pub const TRUNCATED: &str = "Truncated";
 }
 
 /// The status of a DeploymentGrid / StatefulSetGrid.
@@ -119,6 +131,66 @@ pub fn service_status(
         condition["observedGeneration"] = json!(generation);
     }
     json!({ "conditions": [condition] })
+}
+
+/// The grid condition present (`False`) while a workload grid cannot be
+/// rendered at all (its name or `gridUniqKey` cannot label its children).
+pub const RENDERED_CONDITION: &str = "Rendered";
+
+/// Sets the grid-level condition `kind` in `status.conditions` to
+/// `(status, reason, message)`, its time carried over from `previous` while
+/// status and reason stay; `None` removes it. Other conditions (the
+/// multi-cluster ones) are left as they are.
+pub fn set_grid_condition(
+    status: &mut Value,
+    previous: Option<&Value>,
+    kind: &str,
+    condition: Option<(&str, &str, String)>,
+    now: &str,
+) {
+    let Some(map) = status.as_object_mut() else {
+        return;
+    };
+    let mut list = match map.remove("conditions") {
+        Some(Value::Array(list)) => list,
+        _ => Vec::new(),
+    };
+    list.retain(|c| c.get("type").and_then(Value::as_str) != Some(kind));
+    if let Some((cond_status, reason, message)) = condition {
+        let before = previous.and_then(|p| find_condition(p, kind));
+        list.push(json!({
+            "type": kind,
+            "status": cond_status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": transition_time(before, cond_status, reason, now),
+        }));
+    }
+    if !list.is_empty() {
+        map.insert("conditions".into(), Value::Array(list));
+    }
+}
+
+/// Whether the grid condition `kind` newly became `False` with `reason`:
+/// the moment for a Warning event.
+pub fn grid_condition_is_new(
+    status: &Value,
+    previous: Option<&Value>,
+    kind: &str,
+) -> Option<(String, String)> {
+    let now = find_condition(status, kind)?;
+    let reason = now.get("reason").and_then(Value::as_str)?;
+    let before = previous.and_then(|p| find_condition(p, kind));
+    if now.get("status").and_then(Value::as_str) != Some("False")
+        || same_condition(before, "False", reason)
+    {
+        return None;
+    }
+    let message = now
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    Some((reason.to_owned(), message.to_owned()))
 }
 
 /// Sites failing now that were not failing for the same reason before: the
