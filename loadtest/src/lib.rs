@@ -1,6 +1,8 @@
 //! What the load tools share: running a `sitegrid-proxy` process against an
 //! upstream, waiting for it, and reading its CPU time and RSS from `/proc`.
 
+pub mod abuse;
+
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},

@@ -10,7 +10,7 @@ use hyper::body::Incoming;
 use prometheus_client::registry::Registry;
 use sitegrid_runtime::{
     ops::Operator,
-    serve::{self, Transport},
+    serve::{self, ConnLimits, Transport},
 };
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -46,6 +46,8 @@ pub struct ProxyOptions {
     pub grace: Duration,
     /// Concurrency bounds.
     pub limits: Limits,
+    /// What one client connection may hold or take.
+    pub conn: ConnLimits,
     /// Serve HTTPS with these files (None: plain HTTP).
     pub tls: Option<TlsFiles>,
     /// Serve /debug/cache and /debug/pprof.
@@ -73,6 +75,7 @@ impl ProxyOptions {
             anonymous_passthrough: AnonymousPassthrough::default(),
             grace: Duration::from_secs(10),
             limits: Limits::default(),
+            conn: ConnLimits::default(),
             tls: None,
             debug: false,
             metrics_bind_address: None,
@@ -155,7 +158,8 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         opts.anonymous_passthrough,
         opts.node_name.clone(),
         opts.max_body,
-    );
+    )
+    .with_body_idle_timeout(opts.conn.header_read_timeout);
     let listener = serve::bind(opts.bind_address).await?;
     let local_addr = listener.local_addr()?;
     info!(node = %opts.node_name, %local_addr, "sitegrid-proxy starting");
@@ -204,10 +208,11 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         // Open watches end first when shutdown starts, so their clients reconnect elsewhere or later.
         closing: shutdown.clone(),
     });
-    let server = tokio::spawn(serve::serve(
+    let server = tokio::spawn(serve::serve_with(
         listener,
         move |req| dispatch(&gateway, req),
         transport(tls),
+        opts.conn,
         shutdown.clone(),
         opts.grace,
     ));

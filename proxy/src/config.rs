@@ -6,7 +6,7 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser};
 
-use sitegrid_runtime::{parse_duration, parse_positive_duration};
+use sitegrid_runtime::{parse_duration, parse_positive_duration, serve::ConnLimits};
 
 use crate::{
     app::ProxyOptions,
@@ -87,6 +87,18 @@ pub struct ProxyArgs {
     /// Concurrent cached lists/gets, and concurrent non-watch passthrough requests; more are refused with 429.
     #[arg(long, default_value_t = 400)]
     pub max_requests_inflight: usize,
+    /// Watches open at once, cached and passed through; more are refused
+    /// with 429 (Retry-After: 1) until one ends. Each costs about
+    /// 10 KiB besides what it has not read yet (see proxy/README.md).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_watches: u64,
+    /// Time a client gets to send a request's headers; an HTTP/1.1
+    /// connection idle that long between requests is closed (Go-style duration).
+    #[arg(long, default_value = "32s", value_parser = parse_positive_duration)]
+    pub request_header_timeout: Duration,
+    /// Time a client gets to finish the TLS handshake (Go-style duration).
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
+    pub tls_handshake_timeout: Duration,
     /// How long open requests get to finish after SIGTERM; watches end at once
     /// (Go-style duration; a bare number is seconds, as the old --shutdown-grace-seconds took).
     #[arg(long, alias = "shutdown-grace-seconds", default_value = "10s", value_parser = parse_duration)]
@@ -144,6 +156,12 @@ impl ProxyArgs {
         opts.limits = Limits {
             cached_inflight: self.max_requests_inflight,
             passthrough_inflight: self.max_requests_inflight,
+            watches: usize::try_from(self.max_watches).unwrap_or(usize::MAX),
+        };
+        opts.conn = ConnLimits {
+            header_read_timeout: self.request_header_timeout,
+            tls_handshake_timeout: self.tls_handshake_timeout,
+            ..ConnLimits::default()
         };
         opts
     }
@@ -219,6 +237,31 @@ mod tests {
         assert_eq!(opts.snapshot_interval, Duration::from_secs(5));
         assert_eq!(opts.snapshot_wait, Duration::ZERO);
         assert!(Cli::try_parse_from(["sitegrid-proxy", "--snapshot-interval=0s"]).is_err());
+    }
+
+    #[test]
+    fn connection_bounds_have_kube_apiservers_defaults_and_can_be_set() {
+        let opts = Cli::try_parse_from(["sitegrid-proxy"])
+            .unwrap()
+            .proxy
+            .options();
+        assert_eq!(opts.limits.watches, 1_000);
+        assert_eq!(opts.conn.header_read_timeout, Duration::from_secs(32));
+        assert_eq!(opts.conn.tls_handshake_timeout, Duration::from_secs(10));
+        let opts = Cli::try_parse_from([
+            "sitegrid-proxy",
+            "--max-watches=20000",
+            "--request-header-timeout=5s",
+            "--tls-handshake-timeout=2s",
+        ])
+        .unwrap()
+        .proxy
+        .options();
+        assert_eq!(opts.limits.watches, 20_000);
+        assert_eq!(opts.conn.header_read_timeout, Duration::from_secs(5));
+        assert_eq!(opts.conn.tls_handshake_timeout, Duration::from_secs(2));
+        assert!(Cli::try_parse_from(["sitegrid-proxy", "--max-watches=0"]).is_err());
+        assert!(Cli::try_parse_from(["sitegrid-proxy", "--request-header-timeout=0s"]).is_err());
     }
 
     #[test]

@@ -9,6 +9,7 @@ use sitegrid_proxy::{app::start, config::Cli};
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     cli.proxy.log.init();
+    sitegrid_runtime::raise_open_files_limit();
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -19,16 +19,18 @@
 //! credentials (the API server checks its right to impersonate); they are
 //! dropped otherwise.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
 use http_body_util::{LengthLimitError, Limited};
 use sitegrid_apimachinery::{path::ApiPath, Status};
 use sitegrid_runtime::serve::PeerCertificates;
 use tower::ServiceExt;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::{
-    http::{response, Body, BoxError},
+    http::{response, Body, BodyStalled, BoxError, IdleTimeout},
     upstream::Upstream,
 };
 
@@ -69,7 +71,13 @@ pub struct Passthrough {
     /// This node: the one Node a request without credentials may read.
     node: String,
     max_body: usize,
+    /// A request body that stalls this long fails (408).
+    body_idle: Duration,
 }
+
+/// How long a passthrough request body may stall by default (kube-apiserver's
+/// header read timeout; a client sends a body at once).
+pub const DEFAULT_BODY_IDLE: Duration = Duration::from_secs(32);
 
 /// Who a request runs as upstream.
 #[derive(Debug, PartialEq, Eq)]
@@ -98,7 +106,15 @@ impl Passthrough {
             anonymous,
             node: node.into(),
             max_body,
+            body_idle: DEFAULT_BODY_IDLE,
         }
+    }
+
+    /// A request body with no part arriving for `idle` is given up (408 to the
+    /// client, the upstream request aborted).
+    pub fn with_body_idle_timeout(mut self, idle: Duration) -> Passthrough {
+        self.body_idle = idle;
+        self
     }
 
     /// Forwards `req` upstream as its caller, streaming the body.
@@ -153,14 +169,25 @@ impl Passthrough {
             Err(_) => return response::status(&Status::bad_request("invalid request path")),
         };
         // Undeclared (chunked) bodies are cut off at the limit while streaming.
-        let body = Body::new(Limited::new(body, self.max_body));
+        let body = Body::new(Limited::new(
+            IdleTimeout::new(Body::new(body), self.body_idle),
+            self.max_body,
+        ));
         match upstream
             .clone()
             .oneshot(Request::from_parts(parts, body))
             .await
         {
             Ok(resp) => resp.map(Body::new),
-            Err(err) if is_length_limit(&*err) => too_large(self.max_body),
+            Err(err) if caused_by::<LengthLimitError>(&*err) => too_large(self.max_body),
+            Err(err) if caused_by::<BodyStalled>(&*err) => {
+                debug!(error = %err, "passthrough request body stalled");
+                response::status(&Status::failure(
+                    408,
+                    Some("Timeout"),
+                    format!("sitegrid-proxy: {err}"),
+                ))
+            }
             Err(err) => {
                 warn!(error = %err, "upstream unreachable for passthrough");
                 response::status(&Status::service_unavailable(
@@ -300,10 +327,10 @@ fn too_large(max_body: usize) -> Response<Body> {
 }
 
 /// Whether the length limit caused `err` (hyper wraps the body's error).
-fn is_length_limit(err: &(dyn std::error::Error + 'static)) -> bool {
+fn caused_by<E: std::error::Error + 'static>(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur = Some(err);
     while let Some(e) = cur {
-        if e.is::<LengthLimitError>() {
+        if e.is::<E>() {
             return true;
         }
         cur = e.source();

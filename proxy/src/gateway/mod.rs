@@ -8,6 +8,7 @@ mod rescue;
 pub mod route;
 pub mod stack;
 mod steer;
+mod watch_slots;
 
 use tokio_util::sync::CancellationToken;
 

@@ -2,9 +2,9 @@
 //!
 //! ```text
 //! trace → rescue → classify → metrics → steer ─┬─ operator endpoints   (/healthz, /readyz, /metrics, /debug/*)
-//!                                              ├─ cached watch         (no limit: watches honour timeoutSeconds)
+//!                                              ├─ cached watch         (open-watch limit: 429 beyond it)
 //!                                              ├─ cached list / get    (concurrency limit + load shedding)
-//!                                              ├─ passthrough stream   (watch/follow of other kinds: no limit)
+//!                                              ├─ passthrough stream   (watch/follow of other kinds: the same open-watch limit)
 //!                                              └─ passthrough          (concurrency limit + load shedding)
 //! ```
 //!
@@ -28,6 +28,7 @@ use super::{
     rescue::{is_overloaded, rescuing},
     route::{classify, Route, RouteConfig},
     steer::{CachedBranch, PassthroughBranch, Steer},
+    watch_slots::WatchSlots,
     GatewayConfig,
 };
 use crate::{
@@ -45,6 +46,8 @@ pub struct Limits {
     pub cached_inflight: usize,
     /// Concurrent non-streaming passthrough requests; more are shed with 429.
     pub passthrough_inflight: usize,
+    /// Watches (and log follows) open at once, cached and passed through; more get 429.
+    pub watches: usize,
 }
 
 impl Default for Limits {
@@ -53,6 +56,7 @@ impl Default for Limits {
         Limits {
             cached_inflight: 400,
             passthrough_inflight: 400,
+            watches: 1_000,
         }
     }
 }
@@ -67,8 +71,9 @@ pub fn build(config: GatewayConfig) -> Gateway {
     let limits = config.limits;
     let cached = cached_branch(&config);
     let upstream = passthrough_branch(&config);
+    let watch_slots = WatchSlots::new(limits.watches);
     let steer = Steer {
-        watch: cached.clone(),
+        watch: watch_slots.guard(cached.clone()),
         // Shed instead of queueing: a client gets 429 and retries, nobody waits behind a burst.
         cached: BoxCloneSyncService::new(
             ServiceBuilder::new()
@@ -76,7 +81,7 @@ pub fn build(config: GatewayConfig) -> Gateway {
                 .layer(ConcurrencyLimitLayer::new(limits.cached_inflight))
                 .service(cached),
         ),
-        stream: upstream.clone(),
+        stream: watch_slots.guard(upstream.clone()),
         passthrough: BoxCloneSyncService::new(
             ServiceBuilder::new()
                 .layer(LoadShedLayer::new())

@@ -50,3 +50,60 @@ impl http_body::Body for Body {
         self.0.size_hint()
     }
 }
+
+/// A request body that fails when no part of it arrives for `idle`: a client
+/// that stalls in the middle of a body (a slow-body attack, or a vanished
+/// peer) does not hold a connection to the API server open forever.
+pub struct IdleTimeout {
+    inner: Body,
+    idle: std::time::Duration,
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+/// The error of an [`IdleTimeout`] body that waited too long.
+#[derive(Debug, thiserror::Error)]
+#[error("no part of the request body arrived for {0:?}")]
+pub struct BodyStalled(pub std::time::Duration);
+
+impl IdleTimeout {
+    /// `inner`, failing after `idle` without a frame.
+    pub fn new(inner: Body, idle: std::time::Duration) -> Self {
+        IdleTimeout {
+            inner,
+            idle,
+            timer: Box::pin(tokio::time::sleep(idle)),
+        }
+    }
+}
+
+impl http_body::Body for IdleTimeout {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        use std::{future::Future, task::Poll};
+        match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let next = tokio::time::Instant::now() + self.idle;
+                self.timer.as_mut().reset(next);
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Pending => match self.timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyStalled(self.idle))))),
+                Poll::Pending => Poll::Pending,
+            },
+            done => done,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}

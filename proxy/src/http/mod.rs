@@ -5,4 +5,4 @@ mod body;
 pub mod response;
 pub mod tls;
 
-pub use body::{Body, BoxError};
+pub use body::{Body, BodyStalled, BoxError, IdleTimeout};

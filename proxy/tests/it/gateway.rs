@@ -229,6 +229,7 @@ async fn lists_beyond_the_concurrency_limit_are_shed_with_429() {
         limits: Limits {
             cached_inflight: 0,
             passthrough_inflight: 0,
+            ..Limits::default()
         },
         ..GatewayConfig::new(cache)
     });
@@ -244,6 +245,61 @@ async fn lists_beyond_the_concurrency_limit_are_shed_with_429() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
+}
+
+#[tokio::test]
+async fn watches_beyond_max_watches_get_429_until_one_ends() {
+    let (cache, _p) = crate::common::two_sites("bj-1", CacheConfig::default());
+    let gw = gateway::build(GatewayConfig {
+        limits: Limits {
+            watches: 2,
+            ..Limits::default()
+        },
+        ..GatewayConfig::new(cache)
+    });
+    let req = |uri: &str| boxed_request(Request::get(uri).body(Empty::<Bytes>::new()).unwrap());
+    let watch = "/api/v1/endpoints?watch=1&resourceVersion=0";
+    let first = gw.clone().oneshot(req(watch)).await.unwrap();
+    let second = gw
+        .clone()
+        .oneshot(req("/api/v1/services?watch=1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (first.status().as_u16(), second.status().as_u16()),
+        (200, 200)
+    );
+    let third = gw.clone().oneshot(req(watch)).await.unwrap();
+    assert_eq!(third.status(), 429);
+    assert_eq!(third.headers()["retry-after"], "1");
+    let body: Value =
+        serde_json::from_slice(&third.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    assert_eq!(body["reason"], "TooManyRequests");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("too many watches"),
+        "{body}"
+    );
+    // Lists are not watches: still answered.
+    let list = gw.clone().oneshot(req("/api/v1/endpoints")).await.unwrap();
+    assert_eq!(list.status(), 200);
+    // A client that goes away gives its slot back.
+    drop(first);
+    let again = gw.clone().oneshot(req(watch)).await.unwrap();
+    assert_eq!(again.status(), 200);
+    // A watch that ends by itself too.
+    drop(second);
+    let short = gw
+        .clone()
+        .oneshot(req("/api/v1/services?watch=1&timeoutSeconds=1"))
+        .await
+        .unwrap();
+    assert_eq!(short.status(), 200);
+    short.into_body().collect().await.unwrap();
+    let after = gw.oneshot(req(watch)).await.unwrap();
+    assert_eq!(after.status(), 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

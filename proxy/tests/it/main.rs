@@ -5,6 +5,7 @@
 
 mod cli;
 mod common;
+mod fd_limit;
 mod gateway;
 mod https;
 mod list_get;
