@@ -5,7 +5,8 @@
 //! handler per verb, `store` is the etcd stand-in (global resourceVersion,
 //! event history), `list`/`watch` serve reads, `write`/`patch` writes,
 //! `filter` selectors, `table` kubectl's server-side Tables, `discovery` the
-//! discovery documents, `serve` sockets.
+//! discovery documents, `serve` sockets, `faults` the faults a test
+//! switches on.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -19,6 +20,7 @@ use serde_json::Value;
 use sitegrid_apimachinery::Status;
 
 mod discovery;
+mod faults;
 mod filter;
 mod handler;
 mod list;
@@ -33,6 +35,7 @@ mod table;
 mod watch;
 mod write;
 
+pub use faults::{Corruption, Faults, Verb as FaultVerb};
 pub(crate) use object::uuid_from;
 pub use serve::ServerHandle;
 
@@ -91,6 +94,8 @@ pub(crate) struct Shared {
     pub disconnect: tokio::sync::watch::Sender<u64>,
     pub watches: Arc<WatchCounts>,
     pub requests: Mutex<Vec<RequestRecord>>,
+    /// Faults a test switched on.
+    pub faults: Faults,
 }
 
 /// The in-memory API server. Cheap to clone; clones share the same state.
@@ -111,6 +116,7 @@ impl ApiServer {
                 disconnect: tokio::sync::watch::channel(0).0,
                 watches: Arc::default(),
                 requests: Mutex::new(Vec::new()),
+                faults: Faults::default(),
             }),
         }
     }
@@ -193,6 +199,11 @@ impl ApiServer {
         self.inner
             .disconnect
             .send_modify(|generation| *generation += 1);
+    }
+
+    /// The faults this server plays (see [`Faults`]); none are set at first.
+    pub fn faults(&self) -> &Faults {
+        &self.inner.faults
     }
 
     /// Every request received so far, in arrival order.

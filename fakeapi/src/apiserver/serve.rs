@@ -11,7 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::handler::handle;
+use super::faults::handle;
 use super::Shared;
 
 /// A running server. Dropping it stops the server the same way as
