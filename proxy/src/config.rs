@@ -137,6 +137,7 @@ impl ProxyArgs {
             log_bytes: usize::try_from(self.event_log_bytes).unwrap_or(usize::MAX),
             watcher_buffer: self.watcher_buffer as usize,
             on_demand: self.on_demand,
+            ..CacheConfig::default()
         };
         opts.handlers = HandlerSettings {
             watch: WatchSettings {

@@ -10,7 +10,9 @@ use std::{
 
 use prometheus_client::{
     collector::Collector,
-    encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
+    encoding::{
+        DescriptorEncoder, EncodeLabelSet, EncodeLabelValue, EncodeMetric, LabelValueEncoder,
+    },
     metrics::{counter::ConstCounter, gauge::ConstGauge, MetricType},
     registry::Registry,
 };
@@ -19,6 +21,7 @@ use super::{
     kind::{PerKind, ResourceKind},
     Cache,
 };
+pub use crate::upstream::errors::Reason as UpstreamErrorReason;
 
 /// What the counters count, in [`COUNTED`] order.
 #[derive(Clone, Copy, Debug)]
@@ -28,7 +31,7 @@ enum Counted {
     Lagged,
     TooOld,
     Reconnects,
-    Errors,
+    Skipped,
 }
 
 /// Name and help of each [`Counted`] counter (`_total` is added on encoding).
@@ -54,15 +57,23 @@ const COUNTED: [(&str, &str); 6] = [
         "Upstream watches re-established with a new list, by resource",
     ),
     (
-        "upstream_errors",
-        "Errors from upstream lists and watches, by resource",
+        "upstream_objects_skipped",
+        "Upstream objects not taken in because they do not decode as their kind (the last good version stays served), by resource",
     ),
 ];
+
+/// The `reason` label (`reason="server_error"`).
+impl EncodeLabelValue for UpstreamErrorReason {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(encoder, self.as_str())
+    }
+}
 
 /// The per-kind counters the writer, the sync loop and the watch handler record.
 #[derive(Debug, Default)]
 pub struct CacheMetrics {
     counts: PerKind<[AtomicU64; 6]>,
+    errors: PerKind<[AtomicU64; UpstreamErrorReason::ALL.len()]>,
 }
 
 impl CacheMetrics {
@@ -100,9 +111,26 @@ impl CacheMetrics {
     }
 
     /// An error from an upstream list or watch.
-    pub fn upstream_error(&self, kind: ResourceKind) {
-        self.add(Counted::Errors, kind, 1);
+    pub fn upstream_error(&self, kind: ResourceKind, reason: UpstreamErrorReason) {
+        self.errors[kind][reason as usize].fetch_add(1, Ordering::Relaxed);
     }
+
+    /// The errors from upstream lists and watches of `kind` so far, for `reason`.
+    pub fn upstream_errors(&self, kind: ResourceKind, reason: UpstreamErrorReason) -> u64 {
+        self.errors[kind][reason as usize].load(Ordering::Relaxed)
+    }
+
+    /// An upstream object not taken in: it does not decode as its kind.
+    pub fn object_skipped(&self, kind: ResourceKind) {
+        self.add(Counted::Skipped, kind, 1);
+    }
+}
+
+/// The `resource` and `reason` labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    resource: ResourceKind,
+    reason: UpstreamErrorReason,
 }
 
 /// The `resource` label.
@@ -139,7 +167,7 @@ impl Collector for CacheCollector {
             Counted::Lagged,
             Counted::TooOld,
             Counted::Reconnects,
-            Counted::Errors,
+            Counted::Skipped,
         ]
         .into_iter()
         .enumerate()
@@ -147,6 +175,18 @@ impl Collector for CacheCollector {
             per_kind(&mut encoder, COUNTED[i], MetricType::Counter, |k| {
                 ConstCounter::new(metrics.get(which, k))
             })?;
+        }
+        let mut errors = encoder.encode_descriptor(
+            "upstream_errors",
+            "Errors from upstream lists and watches (each retried with backoff; the cache keeps serving), by resource and reason",
+            None,
+            MetricType::Counter,
+        )?;
+        for resource in ResourceKind::ALL {
+            for reason in UpstreamErrorReason::ALL {
+                ConstCounter::new(metrics.upstream_errors(resource, reason))
+                    .encode(errors.encode_family(&ErrorLabels { resource, reason })?)?;
+            }
         }
         let open = cache.watchers().count();
         per_kind(

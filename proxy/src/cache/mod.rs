@@ -29,14 +29,14 @@ use tokio::sync::watch;
 pub use encode::{json, proto, Encoded, Wire};
 pub use event::{Event, EventType};
 pub use kind::{ApiVersion, PerKind, ResourceKind, Served};
-pub use metrics::CacheMetrics;
+pub use metrics::{CacheMetrics, UpstreamErrorReason};
 pub use ready::Readiness;
 pub use store::{Change, Sizes, Store, StoreExport, Subscription, TooOld};
 pub use view::{View, ViewLabels};
 pub use watchers::{WatcherHandle, WatcherInfo, WatcherRegistry, WatcherSnapshot};
 pub use writer::{UpstreamEvent, Writer, WriterSlot};
 
-/// Sizes of the bounded buffers.
+/// Sizes of the bounded buffers, and how the upstream is read.
 #[derive(Debug, Clone, Copy)]
 pub struct CacheConfig {
     /// Events kept per resource for watch resume.
@@ -48,6 +48,14 @@ pub struct CacheConfig {
     /// Endpoints and EndpointSlices are reflected from the first request for
     /// them, not from the start (Services and Nodes always are).
     pub on_demand: bool,
+    /// The `timeoutSeconds` upstream watches ask for (default 290 s, as
+    /// kube-rs; client-go picks 5 to 10 minutes). A watch silent for 5 s
+    /// more is taken for dead and re-watched from the last version seen.
+    pub watch_timeout: Duration,
+    /// The longest an upstream list page (or discovery) may take, body
+    /// included (default 60 s, kube-apiserver's own limit for a request
+    /// that is not a watch); then it is abandoned and retried.
+    pub list_timeout: Duration,
 }
 
 impl Default for CacheConfig {
@@ -57,6 +65,8 @@ impl Default for CacheConfig {
             log_bytes: 2 << 20,
             watcher_buffer: 1_000,
             on_demand: false,
+            watch_timeout: Duration::from_secs(290),
+            list_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -75,6 +85,7 @@ impl std::fmt::Debug for Cache {
 
 /// What readers and the writer share.
 struct Shared {
+    config: CacheConfig,
     stores: PerKind<Store>,
     /// The newest resourceVersion committed, across resources.
     clock: watch::Sender<u64>,
@@ -146,6 +157,7 @@ fn readiness(config: CacheConfig) -> Readiness {
 
 fn build(config: CacheConfig, start_rv: u64, readiness: Readiness) -> Arc<Shared> {
     Arc::new(Shared {
+        config,
         stores: PerKind::new(|_| {
             Store::new(
                 start_rv,
@@ -165,6 +177,11 @@ fn build(config: CacheConfig, start_rv: u64, readiness: Readiness) -> Arc<Shared
 }
 
 impl Cache {
+    /// What the cache was opened with.
+    pub fn config(&self) -> &CacheConfig {
+        &self.0.config
+    }
+
     /// The store of one resource.
     pub fn store(&self, kind: ResourceKind) -> &Store {
         &self.0.stores[kind]

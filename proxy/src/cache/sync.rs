@@ -12,9 +12,13 @@ use tracing::{debug, error, info, warn};
 
 use super::{
     kind::{ApiVersion, ResourceKind},
-    Cache, UpstreamEvent, WriterSlot,
+    Cache, UpstreamErrorReason, UpstreamEvent, WriterSlot,
 };
-use crate::upstream::reflector;
+use crate::upstream::{errors, reflector};
+
+/// How long past its `timeoutSeconds` an upstream watch may stay silent
+/// before it is taken for stalled.
+const WATCH_IDLE_MARGIN: Duration = Duration::from_secs(2);
 
 /// Events buffered between the reflectors and the writer.
 const WRITER_QUEUE: usize = 1024;
@@ -60,7 +64,14 @@ impl SyncThread {
                 };
                 runtime.block_on(async move {
                     // The client (its connection pool) lives on this runtime.
-                    let client = match crate::upstream::client::reflector_client(&config) {
+                    let settings = *slot.cache().config();
+                    // A watch asked to end after `watch_timeout` and silent for
+                    // 2 s more has stalled (kube-runtime's own guard is at 5 s).
+                    let client = match crate::upstream::client::reflector_client(
+                        &config,
+                        settings.list_timeout,
+                        settings.watch_timeout + WATCH_IDLE_MARGIN,
+                    ) {
                         Ok(client) => {
                             let _ = built_tx.send(Ok(()));
                             client
@@ -152,7 +163,8 @@ pub async fn run(
     }
 }
 
-/// One kind's list/watch, forwarded to the writer; errors are counted and retried.
+/// One kind's list/watch, forwarded to the writer; errors are counted (by
+/// reason), logged once per spell of trouble, and retried.
 async fn reflect(
     client: kube::Client,
     kind: ResourceKind,
@@ -160,10 +172,14 @@ async fn reflect(
     tx: mpsc::Sender<UpstreamEvent>,
     cache: Cache,
 ) {
-    let mut events = std::pin::pin!(reflector::watch(client, &kind.api_resource(slice_version)));
+    let resource = kind.api_resource(slice_version);
+    let watch_timeout = cache.config().watch_timeout;
+    let mut events = std::pin::pin!(reflector::watch(client, &resource, watch_timeout));
+    let mut trouble = Trouble::default();
     while let Some(item) = events.next().await {
         match item {
             Ok(event) => {
+                trouble.over(kind);
                 if tx.send((kind, event)).await.is_err() {
                     debug!(resource = %kind, "writer gone; reflector stops");
                     return;
@@ -171,13 +187,55 @@ async fn reflect(
             }
             // The backoff stream retries by itself; the cache keeps serving meanwhile.
             Err(err) => {
-                cache.metrics().upstream_error(kind);
+                let reason = errors::reason(&err);
+                cache.metrics().upstream_error(kind, reason);
                 if !cache.readiness().is_served(kind) {
                     cache.readiness().upstream_unreachable();
                 }
-                warn!(resource = %kind, error = %err, "upstream list/watch failed; retrying");
+                trouble.failed(kind, reason, &err);
             }
         }
+    }
+}
+
+/// A reflector's spell of errors, so that a storm of them is logged once:
+/// a warning when errors start or change reason, a note when the stream
+/// works again, and each retry in between at debug level (all are counted
+/// in `upstream_errors_total`).
+#[derive(Default)]
+struct Trouble {
+    /// The reason of the last error, while errors go on.
+    reason: Option<UpstreamErrorReason>,
+    /// Errors since the stream last worked.
+    errors: u64,
+}
+
+impl Trouble {
+    fn failed(
+        &mut self,
+        kind: ResourceKind,
+        reason: UpstreamErrorReason,
+        err: &impl std::fmt::Display,
+    ) {
+        self.errors += 1;
+        if reason == UpstreamErrorReason::Expired {
+            // A compacted version: the watcher relists, as designed.
+            info!(resource = %kind, error = %err, "upstream watch expired; relisting");
+        } else if self.reason == Some(reason) {
+            debug!(resource = %kind, %reason, error = %err, "upstream list/watch failed again; retrying");
+        } else {
+            warn!(resource = %kind, %reason, error = %err, "upstream list/watch failed; retrying with backoff, the cache keeps serving (repeats are logged at debug level)");
+        }
+        self.reason = Some(reason);
+    }
+
+    fn over(&mut self, kind: ResourceKind) {
+        if let Some(reason) = self.reason.take() {
+            if reason != UpstreamErrorReason::Expired || self.errors > 1 {
+                info!(resource = %kind, errors = self.errors, last_reason = %reason, "upstream list/watch works again");
+            }
+        }
+        self.errors = 0;
     }
 }
 

@@ -10,6 +10,9 @@ use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use kube::client::{retry::RetryPolicy, ClientBuilder, ConfigExt};
 use tower::{retry::RetryLayer, util::BoxCloneSyncService, ServiceBuilder, ServiceExt};
 
+use std::time::Duration;
+
+use super::deadline::DeadlineLayer;
 use crate::http::{Body, BoxError};
 
 /// The upstream as a cloneable service.
@@ -46,12 +49,29 @@ pub fn upstream_without_credentials(config: &kube::Config) -> Result<Upstream, k
 /// (`sitegrid-bench`, loadtest/README.md).
 const REFLECTOR_READ_BUFFER: usize = 64 << 10;
 
+/// How a throttled or unavailable answer (429/503/504) is retried inside the
+/// client before the reflector sees it as an error: a few times, from 250 ms
+/// doubling up to 30 s, never sooner than the server's `Retry-After`. Then
+/// the reflector counts the error and backs off (0.8 s doubling up to 30 s),
+/// so a storm is bounded and every failed round is counted.
+fn reflector_retry() -> RetryPolicy {
+    RetryPolicy::new(Duration::from_millis(250), Duration::from_secs(30), 3, true)
+        // The constants above are valid (min below max, factor 2).
+        .unwrap_or_else(|_| RetryPolicy::server_retry())
+}
+
 /// The kube client the reflectors list and watch with: kube-client's own
 /// stack (base URI, retries of 429/503/504, auth, extra headers, connect,
-/// read and write timeouts) over a hyper client with a capped read buffer.
+/// read and write timeouts) over a hyper client with a capped read buffer,
+/// with a deadline of `list_deadline` on every response but a watch's, and
+/// a watch silent for `watch_idle` taken for dead ([`super::deadline`]).
 /// (kube's tracing spans and the expiry of exec-plugin client certificates
 /// are left out.)
-pub fn reflector_client(config: &kube::Config) -> Result<kube::Client, kube::Error> {
+pub fn reflector_client(
+    config: &kube::Config,
+    list_deadline: Duration,
+    watch_idle: Duration,
+) -> Result<kube::Client, kube::Error> {
     let mut connector = TimeoutConnector::new(config.rustls_https_connector()?);
     connector.set_connect_timeout(config.connect_timeout);
     connector.set_read_timeout(config.read_timeout);
@@ -64,8 +84,10 @@ pub fn reflector_client(config: &kube::Config) -> Result<kube::Client, kube::Err
         .option_layer(
             config
                 .default_retry
-                .then(|| RetryLayer::new(RetryPolicy::server_retry())),
+                .then(|| RetryLayer::new(reflector_retry())),
         )
+        // Inside the retries: each attempt has the whole deadline.
+        .layer(DeadlineLayer::new(list_deadline, watch_idle))
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .map_err(BoxError::from)

@@ -3,6 +3,8 @@
 //! carries passthrough requests.
 
 pub mod client;
+pub mod deadline;
+pub mod errors;
 pub mod object;
 pub mod reflector;
 

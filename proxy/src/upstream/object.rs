@@ -8,7 +8,7 @@ use kube::{
     core::{ApiResource, DynamicResourceScope},
     Resource,
 };
-use serde::{de::Error as _, Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 /// One object as received from the API server.
@@ -16,12 +16,23 @@ use serde_json::value::RawValue;
 /// The JSON is kept verbatim (compact, in the server's key order) so the
 /// projector can re-derive views from it; only `metadata` is parsed up front
 /// because the watcher tracks resourceVersions through it.
+///
+/// Any JSON value decodes: one whose metadata is not `ObjectMeta` (a label
+/// value that is a number, say) still yields its name, namespace and
+/// resourceVersion where those are strings, and says why it is [`invalid`],
+/// so that one bad object neither fails the whole list it came in nor stops
+/// the watch from moving past it; the writer skips it.
+///
+/// [`invalid`]: UpstreamObject::invalid
 #[derive(Clone, Debug)]
 pub struct UpstreamObject {
     /// Parsed metadata (name, namespace, resourceVersion, ...).
     pub metadata: ObjectMeta,
     /// The whole object as JSON text.
     pub raw: Arc<RawValue>,
+    /// Why the metadata did not decode, if it did not (then `metadata` holds
+    /// only what could be read of name, namespace and resourceVersion).
+    pub invalid: Option<Arc<str>>,
 }
 
 impl UpstreamObject {
@@ -61,11 +72,41 @@ impl<'de> Deserialize<'de> for UpstreamObject {
             metadata: ObjectMeta,
         }
         let raw: Box<RawValue> = Box::deserialize(deserializer)?;
-        let meta: MetaOnly = serde_json::from_str(raw.get()).map_err(D::Error::custom)?;
+        let (metadata, invalid) = match serde_json::from_str::<MetaOnly>(raw.get()) {
+            Ok(meta) => (meta.metadata, None),
+            Err(e) => (identity(raw.get()), Some(Arc::from(e.to_string()))),
+        };
         Ok(UpstreamObject {
-            metadata: meta.metadata,
+            metadata,
             raw: Arc::from(raw),
+            invalid,
         })
+    }
+}
+
+/// Name, namespace and resourceVersion of an object whose metadata does not
+/// decode, as far as they are strings.
+fn identity(json: &str) -> ObjectMeta {
+    #[derive(Deserialize)]
+    struct Loose {
+        #[serde(default)]
+        metadata: serde_json::Map<String, serde_json::Value>,
+    }
+    let Ok(loose) = serde_json::from_str::<Loose>(json) else {
+        return ObjectMeta::default();
+    };
+    let text = |field: &str| {
+        loose
+            .metadata
+            .get(field)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    ObjectMeta {
+        name: text("name"),
+        namespace: text("namespace"),
+        resource_version: text("resourceVersion"),
+        ..ObjectMeta::default()
     }
 }
 
@@ -126,5 +167,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(list.items[0].key(), "a");
+    }
+
+    #[test]
+    fn metadata_of_the_wrong_type_is_flagged_not_refused() {
+        let list: kube::core::ObjectList<UpstreamObject> = serde_json::from_str(
+            r#"{"metadata":{"resourceVersion":"9"},"items":[
+                {"metadata":{"name":"bad","namespace":"ns","resourceVersion":"3","labels":{"app":5}}},
+                5,
+                {"metadata":{"name":"good","resourceVersion":"4"}}]}"#,
+        )
+        .unwrap();
+        let [bad, five, good] = &list.items[..] else {
+            panic!("{list:?}")
+        };
+        assert_eq!((bad.key(), bad.upstream_rv()), ("ns/bad".to_owned(), "3"));
+        assert!(bad.invalid.as_deref().unwrap().contains("invalid type"));
+        assert!(five.invalid.is_some());
+        assert_eq!(five.key(), "");
+        assert!(good.invalid.is_none());
     }
 }

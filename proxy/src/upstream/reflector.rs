@@ -21,9 +21,22 @@ use super::UpstreamObject;
 pub type Item = Result<watcher::Event<UpstreamObject>, watcher::Error>;
 
 /// The endless list/watch stream of `resource`, across all namespaces.
-pub fn watch(client: Client, resource: &ApiResource) -> impl Stream<Item = Item> + Send + 'static {
+///
+/// Each watch asks the API server to end it after `watch_timeout`
+/// (`timeoutSeconds`, at least 1 s); one that stays silent past that is
+/// taken for dead (the client's idle deadline, [`super::deadline`], then
+/// kube-runtime's own 5 s later) and re-watched from the last version
+/// seen, so no event is lost.
+pub fn watch(
+    client: Client,
+    resource: &ApiResource,
+    watch_timeout: std::time::Duration,
+) -> impl Stream<Item = Item> + Send + 'static {
     let api: Api<UpstreamObject> = Api::all_with(client, resource);
-    let config = watcher::Config::default().page_size(100);
+    let secs = u32::try_from(watch_timeout.as_secs())
+        .unwrap_or(u32::MAX)
+        .max(1);
+    let config = watcher::Config::default().page_size(100).timeout(secs);
     watcher(api, config).default_backoff().boxed()
 }
 

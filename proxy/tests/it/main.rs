@@ -14,4 +14,5 @@ mod offline;
 mod ops;
 mod protobuf;
 mod tls;
+mod upstream_faults;
 mod watch;

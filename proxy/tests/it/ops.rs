@@ -9,7 +9,10 @@ use http_body_util::{BodyExt, Empty};
 use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
 use sitegrid_proxy::{
-    cache::{self, ApiVersion, Cache, CacheConfig, ResourceKind, WatcherInfo, Writer},
+    cache::{
+        self, ApiVersion, Cache, CacheConfig, ResourceKind, UpstreamErrorReason, WatcherInfo,
+        Writer,
+    },
     gateway::{
         self,
         metrics::{RequestMetrics, RequestResource, RequestVerb},
@@ -178,8 +181,8 @@ async fn metrics_show_what_was_recorded_and_the_cache() {
     c.events_out(ResourceKind::Nodes, 5);
     c.watcher_lagged(ResourceKind::Endpoints);
     c.upstream_reconnect(ResourceKind::Services);
-    c.upstream_error(ResourceKind::Services);
-    c.upstream_error(ResourceKind::Services);
+    c.upstream_error(ResourceKind::Services, UpstreamErrorReason::ServerError);
+    c.upstream_error(ResourceKind::Services, UpstreamErrorReason::ServerError);
 
     let resp = get(&ops, "/metrics").await;
     assert_eq!(resp.status(), 200);
@@ -198,7 +201,8 @@ async fn metrics_show_what_was_recorded_and_the_cache() {
         r#"sitegrid_proxy_watch_events_out_total{resource="nodes"} 5"#,
         r#"sitegrid_proxy_watchers_ended_lagging_total{resource="endpoints"} 1"#,
         r#"sitegrid_proxy_upstream_reconnects_total{resource="services"} 1"#,
-        r#"sitegrid_proxy_upstream_errors_total{resource="services"} 2"#,
+        r#"sitegrid_proxy_upstream_errors_total{resource="services",reason="server_error"} 2"#,
+        r#"sitegrid_proxy_upstream_errors_total{resource="services",reason="throttled"} 0"#,
         r#"sitegrid_proxy_cache_objects{resource="nodes"} 2"#,
         r#"sitegrid_proxy_cache_objects{resource="services"} 0"#,
         r#"sitegrid_proxy_cache_synced{resource="nodes"} 1"#,

@@ -13,6 +13,7 @@ mod persisting;
 mod project;
 #[cfg(test)]
 mod tests;
+mod unreadable;
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -33,6 +34,7 @@ use super::{
 use crate::upstream::UpstreamObject;
 use incoming::{Incoming, Once, Stored};
 use persisting::Persister;
+use unreadable::Skipped;
 
 /// What a reflector hands the writer.
 pub type UpstreamEvent = (ResourceKind, watcher::Event<UpstreamObject>);
@@ -74,6 +76,7 @@ impl WriterSlot {
             nodes: NodeLabels::new(),
             slices_by_service: HashMap::new(),
             convert_slices: (native != slice_version).then_some(native),
+            skipped: Skipped::default(),
         };
         if writer.cache.readiness().restored_from().is_some() {
             writer.restore_topology();
@@ -92,6 +95,9 @@ struct Upstream {
     objects: BTreeMap<String, Stored>,
     /// A relist in progress: the objects listed so far.
     relist: Option<BTreeMap<String, Incoming>>,
+    /// Objects of the relist in progress that were skipped (unreadable):
+    /// their last good version stays.
+    relist_kept: BTreeSet<String>,
     /// Whether a first full list has arrived.
     synced: bool,
 }
@@ -111,6 +117,8 @@ pub struct Writer {
     convert_slices: Option<ApiVersion>,
     /// Keeps the snapshot in the data directory current.
     persister: Option<Persister>,
+    /// Upstream objects skipped as unreadable.
+    skipped: Skipped,
 }
 
 /// Changes collected while handling one upstream event.
@@ -160,8 +168,20 @@ impl Writer {
         };
         let mut batch = Batch::default();
         match event {
-            watcher::Event::Init => self.upstream[kind].relist = Some(BTreeMap::new()),
+            watcher::Event::Init => {
+                self.upstream[kind].relist = Some(BTreeMap::new());
+                self.upstream[kind].relist_kept.clear();
+            }
+            watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)
+                if self.skipped_unreadable(kind, &obj) =>
+            {
+                // An unreadable object listed: its last good version stays.
+                if self.upstream[kind].relist.is_some() {
+                    self.upstream[kind].relist_kept.insert(obj.key());
+                }
+            }
             watcher::Event::InitApply(obj) => {
+                self.readable_again(kind, &obj.key());
                 // Kept compact until the list completes: a relist of thousands of
                 // objects must not hold them all as parsed metadata.
                 let buf = self.upstream[kind].relist.get_or_insert_with(BTreeMap::new);
@@ -169,11 +189,19 @@ impl Writer {
             }
             watcher::Event::InitDone => self.relisted(kind, &mut batch),
             watcher::Event::Apply(obj) => {
+                self.readable_again(kind, &obj.key());
                 let upserted = vec![(obj.key(), Incoming::new(kind, obj))];
                 self.changed(kind, upserted, Vec::new(), &mut batch);
             }
+            // A deletion needs the key only, which even an unreadable object has.
+            watcher::Event::Delete(obj)
+                if obj.metadata.name.as_deref().unwrap_or("").is_empty() =>
+            {
+                self.skip(kind, &obj, "no metadata.name");
+            }
             watcher::Event::Delete(obj) => {
                 let key = obj.key();
+                self.readable_again(kind, &key);
                 let old = self.upstream[kind]
                     .objects
                     .remove(&key)
@@ -184,30 +212,44 @@ impl Writer {
         self.commit(batch);
     }
 
+    /// Whether `obj` is unreadable as a `kind`: then it was counted, logged
+    /// and must be skipped.
+    fn skipped_unreadable(&mut self, kind: ResourceKind, obj: &UpstreamObject) -> bool {
+        match self.unreadable(kind, obj) {
+            Some(why) => {
+                self.skip(kind, obj, &why);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// A relist completed: swap it in, emitting only the differences.
     fn relisted(&mut self, kind: ResourceKind, batch: &mut Batch) {
         let fresh = self.upstream[kind].relist.take().unwrap_or_default();
+        let kept = std::mem::take(&mut self.upstream[kind].relist_kept);
         // Restored from a snapshot, the store serves objects this writer has
         // no upstream copy of: those the API server no longer has go too.
-        let restored_gone: Vec<(String, Stored)> = if !self.upstream[kind].synced
-            && self.cache.readiness().is_restored(kind)
-        {
-            let (served, _) = self.cache.store(kind).snapshot("");
-            served
-                .iter()
-                .filter(|v| {
-                    !fresh.contains_key(&v.key) && !self.upstream[kind].objects.contains_key(&v.key)
-                })
-                .map(|v| (v.key.clone(), Stored::unknown()))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let restored_gone: Vec<(String, Stored)> =
+            if !self.upstream[kind].synced && self.cache.readiness().is_restored(kind) {
+                let (served, _) = self.cache.store(kind).snapshot("");
+                served
+                    .iter()
+                    .filter(|v| {
+                        !fresh.contains_key(&v.key)
+                            && !kept.contains(&v.key)
+                            && !self.upstream[kind].objects.contains_key(&v.key)
+                    })
+                    .map(|v| (v.key.clone(), Stored::unknown()))
+                    .collect()
+            } else {
+                Vec::new()
+            };
         let up = &mut self.upstream[kind];
         let gone: Vec<String> = up
             .objects
             .keys()
-            .filter(|k| !fresh.contains_key(*k))
+            .filter(|k| !fresh.contains_key(*k) && !kept.contains(*k))
             .cloned()
             .collect();
         let mut deleted: Vec<(String, Stored)> = gone

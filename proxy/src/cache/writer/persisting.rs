@@ -171,6 +171,7 @@ pub(super) fn convert(
             Ok(raw) => UpstreamObject {
                 metadata: obj.metadata,
                 raw: Arc::<RawValue>::from(raw),
+                invalid: obj.invalid,
             },
             Err(e) => {
                 warn!(error = %e, "cannot convert an EndpointSlice; kept as sent");
