@@ -119,6 +119,37 @@ async fn slow_headers_and_idle_connections_are_closed_while_others_are_served() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_silent_connections_is_queued_and_each_closed() {
+    sitegrid_runtime::raise_open_files_limit();
+    let env = Env::new(None).await;
+    let addr = env.proxy.local_addr;
+    // More at once than a 1,024-long accept queue holds (what the listener
+    // had before it asked for net.core.somaxconn): the kernel dropped the
+    // rest before the proxy saw them, and the clients hung, never closed.
+    let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4096);
+    let burst = 1_500.min(somaxconn.saturating_sub(100));
+    let silent: Vec<_> = (0..burst)
+        .map(|_| {
+            tokio::spawn(async move {
+                let mut conn = tokio::net::TcpStream::connect(addr).await?;
+                Ok::<_, std::io::Error>(abuse::until_closed(&mut conn, GIVE_UP).await)
+            })
+        })
+        .collect();
+    let mut open = 0;
+    for s in silent {
+        if !matches!(s.await.unwrap().unwrap(), Ended::Closed(_)) {
+            open += 1;
+        }
+    }
+    assert_eq!(open, 0, "{open} of {burst} silent connections never closed");
+    env.still_served().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_heads_get_431_and_large_selectors_are_answered_exactly() {
     let env = Env::new(None).await;
     let addr = env.proxy.local_addr;

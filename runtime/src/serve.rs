@@ -190,11 +190,31 @@ pub enum Transport {
 #[derive(Clone, Debug)]
 pub struct PeerCertificates(pub Arc<Vec<tokio_rustls::rustls::pki_types::CertificateDer<'static>>>);
 
-/// Binds a listener, with the address in the error.
+/// Binds a listener, with the address in the error. Its accept queue is as
+/// long as the kernel allows (`net.core.somaxconn`), as Go's listeners are
+/// (kube-apiserver's): a burst of connections (every kube-proxy of a site
+/// reconnecting after an outage, or a flood) waits there instead of being
+/// dropped by the kernel before the proxy could see it.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))
+    let listen = || -> std::io::Result<TcpListener> {
+        let socket = match addr {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(listen_backlog())
+    };
+    listen().map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))
+}
+
+/// `net.core.somaxconn` (the kernel caps a listen backlog there), else 4096.
+fn listen_backlog() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .filter(|&n: &u32| n > 0)
+        .unwrap_or(4096)
 }
 
 /// Accepts connections until `shutdown` is cancelled, then lets open
