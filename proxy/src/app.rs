@@ -208,7 +208,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         // Open watches end first when shutdown starts, so their clients reconnect elsewhere or later.
         closing: shutdown.clone(),
     });
-    let server = tokio::spawn(serve::serve_with(
+    let server = tokio::spawn(serve::serve(
         listener,
         move |req| dispatch(&gateway, req),
         transport(tls),
@@ -255,6 +255,7 @@ fn serve_ops(
         listener,
         respond,
         Transport::Plain,
+        ConnLimits::default(),
         shutdown,
         Duration::ZERO,
     ))

@@ -125,6 +125,7 @@ impl Operator {
             listener,
             move |req| std::future::ready(Ok(self.respond(&req))),
             crate::serve::Transport::Plain,
+            crate::serve::ConnLimits::default(),
             shutdown,
             Duration::ZERO,
         ))

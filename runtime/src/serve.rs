@@ -218,34 +218,8 @@ fn listen_backlog() -> u32 {
 }
 
 /// Accepts connections until `shutdown` is cancelled, then lets open
-/// requests finish for up to `grace`; connections within the default
-/// [`ConnLimits`].
+/// requests finish for up to `grace`; each connection within `limits`.
 pub async fn serve<S, B, F>(
-    listener: TcpListener,
-    service: S,
-    transport: Transport,
-    shutdown: CancellationToken,
-    grace: Duration,
-) where
-    S: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = Result<Response<B>, std::convert::Infallible>> + Send + 'static,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
-{
-    serve_with(
-        listener,
-        service,
-        transport,
-        ConnLimits::default(),
-        shutdown,
-        grace,
-    )
-    .await;
-}
-
-/// [`serve`] with the given connection limits.
-pub async fn serve_with<S, B, F>(
     listener: TcpListener,
     service: S,
     transport: Transport,
