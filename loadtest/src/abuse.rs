@@ -347,6 +347,70 @@ pub mod h2 {
             .collect()
     }
 
+    /// The RST_STREAM code of a stream refused over the concurrency limit.
+    pub const REFUSED_STREAM: u32 = 0x7;
+
+    /// What a stream-flood client saw: per stream, HEADERS answered or the
+    /// RST_STREAM code it was reset with; and a GOAWAY code if one came.
+    #[derive(Debug, Clone, Default)]
+    pub struct Flood {
+        /// Streams that got response HEADERS.
+        pub answered: usize,
+        /// RST_STREAM codes received, by stream.
+        pub reset: Vec<(u32, u32)>,
+        /// The GOAWAY error code, if any.
+        pub goaway: Option<u32>,
+    }
+
+    /// A stream flood: `streams` long-lived requests (watches) for `path`
+    /// opened at once on one connection, beyond what the server's
+    /// MAX_CONCURRENT_STREAMS allows; reads frames for `listen`.
+    pub async fn flood(
+        addr: SocketAddr,
+        path: &str,
+        streams: u32,
+        listen: Duration,
+    ) -> io::Result<Flood> {
+        let mut conn = TcpStream::connect(addr).await?;
+        conn.write_all(PREFACE).await?;
+        conn.write_all(&frame(SETTINGS, 0, 0, &[])).await?;
+        conn.write_all(&frame(SETTINGS, 0x1, 0, &[])).await?;
+        let mut batch = Vec::new();
+        for i in 0..streams {
+            batch.extend(get(1 + 2 * i, path, &[]));
+        }
+        conn.write_all(&batch).await?;
+        let mut seen = Flood::default();
+        let _ = timeout(listen, async {
+            while let Ok(f) = read(&mut conn).await {
+                match f.kind {
+                    HEADERS => seen.answered += 1,
+                    RST_STREAM if f.payload.len() == 4 => {
+                        let code = u32::from_be_bytes([
+                            f.payload[0],
+                            f.payload[1],
+                            f.payload[2],
+                            f.payload[3],
+                        ]);
+                        seen.reset.push((f.stream, code));
+                    }
+                    GOAWAY if f.payload.len() >= 8 => {
+                        seen.goaway = Some(u32::from_be_bytes([
+                            f.payload[4],
+                            f.payload[5],
+                            f.payload[6],
+                            f.payload[7],
+                        ]));
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+        })
+        .await;
+        Ok(seen)
+    }
+
     /// What a rapid-reset client saw.
     #[derive(Debug, Clone, Default)]
     pub struct RapidReset {

@@ -367,6 +367,30 @@ async fn http2_rapid_reset_ends_the_connection_and_others_are_served() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_stream_flood_is_held_to_250_streams() {
+    let env = Env::new(None).await;
+    // 300 watches at once on one connection, ignoring the announced limit.
+    let seen = h2::flood(
+        env.proxy.local_addr,
+        "/api/v1/services?watch=1",
+        300,
+        Duration::from_secs(3),
+    )
+    .await
+    .unwrap();
+    assert_eq!(seen.answered, 250, "{seen:?}");
+    let refused: Vec<u32> = seen
+        .reset
+        .iter()
+        .filter(|(_, code)| *code == h2::REFUSED_STREAM)
+        .map(|(stream, _)| *stream)
+        .collect();
+    assert_eq!(refused.len(), 50, "{seen:?}");
+    assert!(refused.iter().all(|&s| s > 2 * 250), "{refused:?}");
+    env.still_served().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_handshakes_that_never_finish_are_dropped() {
     let pki = Pki::new();
     let env = Env::new(Some(pki.files())).await;
