@@ -56,6 +56,17 @@ struct Args {
     seconds: u64,
 }
 
+/// A proxy process, stopped when this is dropped (also when the run ends
+/// early with an error).
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// What one attack did and cost.
 struct Row {
     attack: String,
@@ -97,8 +108,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let http = client();
     let pki = Pki::new()?;
     let max = (args.connections + 10).to_string();
-    let (mut plain, addr) = spawn_proxy(&bin, &up.url(), &[format!("--max-watches={max}")])?;
-    let (mut tls, tls_addr) = spawn_proxy(
+    let (plain, addr) = spawn_proxy(&bin, &up.url(), &[format!("--max-watches={max}")])?;
+    let plain = Stopped(plain);
+    let (tls, tls_addr) = spawn_proxy(
         &bin,
         &up.url(),
         &[
@@ -106,6 +118,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("--key-file={}", pki.key.display()),
         ],
     )?;
+    let tls = Stopped(tls);
     wait_served(&http, addr, SERVICES).await?;
     let mut rows = Vec::new();
     let secs = Duration::from_secs(args.seconds);
@@ -263,10 +276,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .await,
     );
-    for child in [&mut plain, &mut tls] {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    drop((plain, tls));
 
     println!("# sitegrid-abuse\n");
     println!(
@@ -327,14 +337,14 @@ async fn closed_report(
 async fn attack(
     api: &ApiServer,
     http: &HttpClient,
-    proxy: &Child,
+    proxy: &Stopped,
     addr: std::net::SocketAddr,
     name: &str,
     secs: Duration,
     attack: impl std::future::Future<Output = String> + Send + 'static,
 ) -> Row {
     eprintln!("attack: {name}");
-    let pid = proxy.id();
+    let pid = proxy.0.id();
     let done = Arc::new(AtomicBool::new(false));
     let sampler = {
         let done = done.clone();
