@@ -261,6 +261,20 @@ pub mod h2 {
         pub payload: Vec<u8>,
     }
 
+    impl Frame {
+        /// The error code of an RST_STREAM (its payload) or a GOAWAY (after
+        /// the last stream id); `None` for other frames or a short payload.
+        pub fn error_code(&self) -> Option<u32> {
+            let at = match self.kind {
+                RST_STREAM => 0,
+                GOAWAY => 4,
+                _ => return None,
+            };
+            let b = self.payload.get(at..at + 4)?;
+            Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        }
+    }
+
     /// A frame's bytes.
     pub fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
         let len = payload.len() as u32;
@@ -385,22 +399,9 @@ pub mod h2 {
             while let Ok(f) = read(&mut conn).await {
                 match f.kind {
                     HEADERS => seen.answered += 1,
-                    RST_STREAM if f.payload.len() == 4 => {
-                        let code = u32::from_be_bytes([
-                            f.payload[0],
-                            f.payload[1],
-                            f.payload[2],
-                            f.payload[3],
-                        ]);
-                        seen.reset.push((f.stream, code));
-                    }
-                    GOAWAY if f.payload.len() >= 8 => {
-                        seen.goaway = Some(u32::from_be_bytes([
-                            f.payload[4],
-                            f.payload[5],
-                            f.payload[6],
-                            f.payload[7],
-                        ]));
+                    RST_STREAM => seen.reset.extend(f.error_code().map(|c| (f.stream, c))),
+                    GOAWAY => {
+                        seen.goaway = f.error_code();
                         break;
                     }
                     _ => {}
@@ -446,13 +447,8 @@ pub mod h2 {
                         SETTINGS if f.flags & 0x1 == 0 && settings.is_none() => {
                             settings = Some(self::settings(&f.payload));
                         }
-                        GOAWAY if f.payload.len() >= 8 => {
-                            goaway = Some(u32::from_be_bytes([
-                                f.payload[4],
-                                f.payload[5],
-                                f.payload[6],
-                                f.payload[7],
-                            ]));
+                        GOAWAY => {
+                            goaway = f.error_code();
                             break;
                         }
                         _ => {}
