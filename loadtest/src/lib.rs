@@ -2,6 +2,7 @@
 //! upstream, waiting for it, and reading its CPU time and RSS from `/proc`.
 
 pub mod abuse;
+pub mod report;
 
 use std::{
     net::SocketAddr,

@@ -1,0 +1,215 @@
+//! `sitegrid-report`: issue 17's benchmark, in one command. Runs the chosen
+//! scenarios against a release sitegrid-proxy process and directly against
+//! the same in-memory upstream, prints a progress line on stderr, and
+//! writes `<out-dir>/<YYYY-MM-DD>.md` with PNG charts next to it.
+//!
+//! Benchmarks are not tests: nothing here asserts a time. Run a release build:
+//! `cargo build --release -p sitegrid-proxy -p sitegrid-loadtest &&
+//!  target/release/sitegrid-report`.
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use anyhow::{anyhow, Context, Result};
+use clap::{Parser, ValueEnum};
+use parking_lot::Mutex;
+use sitegrid_loadtest::{
+    proxy_bin,
+    report::{
+        charts,
+        env::{Env, Progress, Scale},
+        external,
+        machine::Machine,
+        markdown,
+        model::Report,
+        scenarios,
+    },
+};
+use tokio::time::Instant;
+
+/// A scenario to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Scenario {
+    /// N clients list then watch at once against a starting proxy.
+    Cold,
+    /// Fixed-rate churn to 100 watchers, proxy vs direct.
+    Churn,
+    /// RSS idle, per 10k endpoints, per idle watcher.
+    Memory,
+    /// LIST latency at S2 and S3.
+    List,
+    /// k6 and wrk, when installed.
+    External,
+}
+
+/// Flags.
+#[derive(Debug, Parser)]
+#[command(
+    name = "sitegrid-report",
+    about = "sitegrid-proxy vs direct against issue 17's goals: writes <out-dir>/<date>.md with charts"
+)]
+struct Args {
+    /// The sitegrid-proxy binary (default: next to this one).
+    #[arg(long)]
+    proxy_bin: Option<PathBuf>,
+    /// Scenarios to run, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Cold, Scenario::Churn, Scenario::Memory, Scenario::List, Scenario::External])]
+    scenarios: Vec<Scenario>,
+    /// Where the report and its charts go.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/results"))]
+    out_dir: PathBuf,
+    /// The report's file stem (default: today's UTC date, YYYY-MM-DD).
+    #[arg(long)]
+    name: Option<String>,
+    /// A TrueType font for the charts' text (default: DejaVu Sans from /usr/share/fonts).
+    #[arg(long)]
+    font: Option<PathBuf>,
+    /// Nodes per site in every cluster.
+    #[arg(long, default_value_t = 10)]
+    nodes_per_site: usize,
+    /// Cold start: client counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 10, 100, 1000])]
+    cold_clients: Vec<usize>,
+    /// Cold start: the cluster.
+    #[arg(long, value_enum, default_value_t = Scale::S1)]
+    cold_scale: Scale,
+    /// Steady churn: changes per second, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [20.0, 200.0, 2000.0])]
+    churn_rates: Vec<f64>,
+    /// Steady churn: watchers per target.
+    #[arg(long, default_value_t = 100)]
+    churn_watchers: usize,
+    /// Steady churn: how long each rate runs per target ("20s", "1m").
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "20s")]
+    churn_duration: Duration,
+    /// Steady churn: the cluster.
+    #[arg(long, value_enum, default_value_t = Scale::S2)]
+    churn_scale: Scale,
+    /// Memory: the loaded cluster.
+    #[arg(long, value_enum, default_value_t = Scale::S2)]
+    memory_scale: Scale,
+    /// Memory: idle watches opened.
+    #[arg(long, default_value_t = 1000)]
+    idle_watchers: usize,
+    /// LIST: the clusters, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scale::S2, Scale::S3])]
+    list_scales: Vec<Scale>,
+    /// LIST: timed requests per target and scale.
+    #[arg(long, default_value_t = 200)]
+    list_iterations: usize,
+    /// k6 and wrk: how long each runs ("10s").
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    external_duration: Duration,
+    /// No progress line.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[tokio::main]
+async fn main() {
+    if let Err(e) = run(Args::parse()).await {
+        eprintln!("\nsitegrid-report: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(args: Args) -> Result<()> {
+    let proxy_bin = proxy_bin(args.proxy_bin.as_deref()).map_err(|e| anyhow!(e))?;
+    let font = charts::load_font(args.font.as_deref())?;
+    std::fs::create_dir_all(&args.out_dir)
+        .with_context(|| format!("creating {}", args.out_dir.display()))?;
+    // 1,000 cold-start clients and 1,000 idle watches need descriptors.
+    let _limit = sitegrid_runtime::raise_open_files_limit();
+    let started = jiff::Timestamp::now().to_string();
+    let stem = args
+        .name
+        .clone()
+        .unwrap_or_else(|| started.get(..10).unwrap_or("report").to_owned());
+    let env = Env {
+        proxy_bin,
+        proxy_flags: vec!["--max-watches=20000".into()],
+        nodes_per_site: args.nodes_per_site,
+        progress: Progress::new(args.quiet),
+        rss: Arc::new(Mutex::new(Vec::new())),
+        started: Instant::now(),
+    };
+    let mut report = Report {
+        machine: Machine::read(),
+        started,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        churn_cluster: format!(
+            "{}; {} watchers per target, {:?} per rate and target.",
+            args.churn_scale.describe(args.nodes_per_site),
+            args.churn_watchers,
+            args.churn_duration
+        ),
+        cold: Vec::new(),
+        churn: Vec::new(),
+        memory: None,
+        lists: Vec::new(),
+        slow: None,
+        faults: Vec::new(),
+        external: Vec::new(),
+        rss: Vec::new(),
+        failures: Vec::new(),
+    };
+    // A scenario that fails is reported as failed; the others still run.
+    let failed = |name: &str, e: anyhow::Error| {
+        env.progress.done(&format!("{name} failed: {e:#}"));
+        format!("{name}: {e:#}")
+    };
+    let mut failures = Vec::new();
+    for s in &args.scenarios {
+        match s {
+            Scenario::Cold => {
+                match scenarios::cold_start(&env, args.cold_scale, &args.cold_clients).await {
+                    Ok(rows) => report.cold = rows,
+                    Err(e) => failures.push(failed("cold start", e)),
+                }
+            }
+            Scenario::Churn => match scenarios::churn(
+                &env,
+                args.churn_scale,
+                &args.churn_rates,
+                args.churn_watchers,
+                args.churn_duration,
+            )
+            .await
+            {
+                Ok(rows) => report.churn = rows,
+                Err(e) => failures.push(failed("steady churn", e)),
+            },
+            Scenario::Memory => {
+                match scenarios::memory(&env, args.memory_scale, args.idle_watchers).await {
+                    Ok(m) => report.memory = Some(m),
+                    Err(e) => failures.push(failed("memory", e)),
+                }
+            }
+            Scenario::List => {
+                match scenarios::lists(&env, &args.list_scales, args.list_iterations).await {
+                    Ok(rows) => report.lists = rows,
+                    Err(e) => failures.push(failed("LIST", e)),
+                }
+            }
+            Scenario::External => {
+                match external::run(&env, args.churn_scale, args.external_duration).await {
+                    Ok(rows) => report.external = rows,
+                    Err(e) => failures.push(failed("k6/wrk", e)),
+                }
+            }
+        }
+    }
+    report.failures = failures;
+    report.rss = env.rss.lock().clone();
+    let charts = charts::draw_all(&args.out_dir, &stem, &report.churn, &report.rss)?;
+    let md = markdown::render(&report, Some(&charts));
+    let path = args.out_dir.join(format!("{stem}.md"));
+    std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
+    env.progress.done(&format!(
+        "wrote {} and its charts {}, {} (font {})",
+        path.display(),
+        charts.0,
+        charts.1,
+        font.display()
+    ));
+    Ok(())
+}

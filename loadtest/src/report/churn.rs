@@ -1,0 +1,254 @@
+//! Open-loop churn: changes written to the in-memory API server at a fixed
+//! rate, each scheduled by its send time (`start + i / rate`), never by the
+//! previous change's completion, so a slow receiver cannot slow the load
+//! down and hide its own latency. Each change is stamped with the time it is
+//! written (the upstream write is in memory and never waits on a watcher);
+//! how far the writer fell behind its schedule is reported on its own, so
+//! the timer's millisecond granularity does not count as propagation.
+//!
+//! The changes rotate over what a cluster's EndpointSlices see: an endpoint
+//! added, a pod's IP changed, an endpoint removed, a readiness flip, and a
+//! node relabelled (a label no topology uses, so views stay the same).
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::{anyhow, Result};
+use serde_json::{json, Value};
+use sitegrid_fakeapi::ApiServer;
+use tokio::time::Instant;
+
+use super::{
+    ledger::Ledger,
+    stamp::{stamp, unix_ns},
+};
+
+/// The label a node relabel writes.
+pub const RELABEL: &str = "loadtest.sitegrid.io/rev";
+
+/// Endpoints a slice may hold (the EndpointSlice controller's default).
+const MAX_PER_SLICE: usize = 100;
+
+/// One kind of change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// A new ready endpoint in a slice.
+    EndpointAdd,
+    /// An endpoint's address replaced (the pod came back with a new IP).
+    PodIpChange,
+    /// A slice's last endpoint removed.
+    EndpointRemove,
+    /// An endpoint's `ready` condition flipped.
+    ReadinessFlip,
+    /// A node's label changed.
+    NodeRelabel,
+}
+
+/// The rotation of changes.
+const ROTATION: [ChangeKind; 5] = [
+    ChangeKind::EndpointAdd,
+    ChangeKind::PodIpChange,
+    ChangeKind::EndpointRemove,
+    ChangeKind::ReadinessFlip,
+    ChangeKind::NodeRelabel,
+];
+
+/// What a churn run did.
+#[derive(Debug, Clone, Default)]
+pub struct ChurnOutcome {
+    /// Changes written (slices and nodes).
+    pub sent: u64,
+    /// Of which EndpointSlice changes (the ones watchers see).
+    pub slice_changes: u64,
+    /// How far the writer fell behind its schedule at worst.
+    pub max_behind: Duration,
+    /// Wall time from the first change to the last.
+    pub elapsed: Duration,
+}
+
+/// Writes churn to an [`ApiServer`]; keeps its own copy of every object it
+/// changes, and a [`Ledger`] of the EndpointSlice changes.
+#[derive(Debug)]
+pub struct Churner {
+    api: ApiServer,
+    ledger: Arc<Ledger>,
+    slices: Vec<Value>,
+    nodes: Vec<Value>,
+    node_names: Vec<String>,
+    /// The last sequence number handed out (0: none yet).
+    seq: u64,
+    /// Changes made, for the rotation and the round-robin over nodes.
+    made: u64,
+    /// Slice changes made, for the round-robin over slices.
+    slice_changes: u64,
+}
+
+impl Churner {
+    /// A churner over `api`'s EndpointSlices and Nodes as they are now.
+    pub fn new(api: &ApiServer) -> Result<Self> {
+        let slices = api.list("endpointslices");
+        let nodes = api.list("nodes");
+        if slices.is_empty() {
+            return Err(anyhow!("the cluster has no EndpointSlices to change"));
+        }
+        let keys = slices.iter().map(key).collect();
+        let node_names = nodes
+            .iter()
+            .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_owned))
+            .collect();
+        Ok(Churner {
+            api: api.clone(),
+            ledger: Arc::new(Ledger::new(keys)),
+            slices,
+            nodes,
+            node_names,
+            seq: 0,
+            made: 0,
+            slice_changes: 0,
+        })
+    }
+
+    /// The ledger watchers judge against.
+    pub fn ledger(&self) -> Arc<Ledger> {
+        Arc::clone(&self.ledger)
+    }
+
+    /// Writes `rate` changes a second for `duration`; `tick` is called about
+    /// every 100 ms with the changes written so far.
+    pub async fn run(
+        &mut self,
+        rate: f64,
+        duration: Duration,
+        mut tick: impl FnMut(u64),
+    ) -> Result<ChurnOutcome> {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(anyhow!("churn rate must be above 0, got {rate}"));
+        }
+        let total = (rate * duration.as_secs_f64()).round() as u64;
+        let start = Instant::now();
+        let mut out = ChurnOutcome::default();
+        let mut last_tick = start;
+        for i in 0..total {
+            let due = start + Duration::from_secs_f64(i as f64 / rate);
+            if due > Instant::now() {
+                tokio::time::sleep_until(due).await;
+            }
+            out.max_behind = out
+                .max_behind
+                .max(Instant::now().saturating_duration_since(due));
+            if self.change(unix_ns())? != ChangeKind::NodeRelabel {
+                out.slice_changes += 1;
+            }
+            out.sent += 1;
+            if last_tick.elapsed() >= Duration::from_millis(100) {
+                last_tick = Instant::now();
+                tick(out.sent);
+            }
+        }
+        out.elapsed = start.elapsed();
+        tick(out.sent);
+        Ok(out)
+    }
+
+    /// Writes `n` changes at once (a burst), stamped now.
+    pub fn burst(&mut self, n: u64) -> Result<u64> {
+        let mut slice_changes = 0;
+        for _ in 0..n {
+            if self.change(unix_ns())? != ChangeKind::NodeRelabel {
+                slice_changes += 1;
+            }
+        }
+        Ok(slice_changes)
+    }
+
+    /// Makes the next change of the rotation, stamped `sent_ns`.
+    fn change(&mut self, sent_ns: u64) -> Result<ChangeKind> {
+        let kind = ROTATION[(self.made % ROTATION.len() as u64) as usize];
+        let round = self.made / ROTATION.len() as u64;
+        self.made += 1;
+        self.seq += 1;
+        let seq = self.seq;
+        if kind == ChangeKind::NodeRelabel && !self.nodes.is_empty() {
+            let i = (round % self.nodes.len() as u64) as usize;
+            let node = &mut self.nodes[i];
+            node["metadata"]["labels"][RELABEL] = json!(seq.to_string());
+            stamp(node, seq, sent_ns);
+            *node = self
+                .api
+                .try_apply(node.clone())
+                .map_err(|s| anyhow!("relabelling a node: {s}"))?;
+            return Ok(kind);
+        }
+        // Slices in turn: consecutive changes go to different slices.
+        let id = (self.slice_changes % self.slices.len() as u64) as usize;
+        self.slice_changes += 1;
+        let node = self.pick_node(seq);
+        let slice = &mut self.slices[id];
+        edit_slice(slice, kind, seq, node);
+        stamp(slice, seq, sent_ns);
+        self.ledger.record(id, seq);
+        *slice = self
+            .api
+            .try_apply(slice.clone())
+            .map_err(|s| anyhow!("changing EndpointSlice {}: {s}", key(slice)))?;
+        Ok(kind)
+    }
+
+    fn pick_node(&self, seq: u64) -> Option<String> {
+        if self.node_names.is_empty() {
+            return None;
+        }
+        Some(self.node_names[(seq % self.node_names.len() as u64) as usize].clone())
+    }
+}
+
+/// `namespace/name` of an object.
+pub fn key(obj: &Value) -> String {
+    format!(
+        "{}/{}",
+        obj["metadata"]["namespace"].as_str().unwrap_or(""),
+        obj["metadata"]["name"].as_str().unwrap_or("")
+    )
+}
+
+/// Applies `kind` to the slice's endpoints. An add on a full slice and a
+/// remove on a slice of one endpoint flip readiness instead, so every change
+/// changes the object.
+fn edit_slice(slice: &mut Value, kind: ChangeKind, seq: u64, node: Option<String>) {
+    if !slice["endpoints"].is_array() {
+        slice["endpoints"] = json!([]);
+    }
+    let Some(eps) = slice["endpoints"].as_array_mut() else {
+        return;
+    };
+    let ip = format!(
+        "10.{}.{}.{}",
+        200 + (seq >> 16) % 50,
+        (seq >> 8) % 256,
+        seq % 256
+    );
+    match kind {
+        ChangeKind::EndpointAdd if eps.len() < MAX_PER_SLICE => {
+            let mut ep = json!({
+                "addresses": [ip],
+                "conditions": {"ready": true, "serving": true, "terminating": false}
+            });
+            if let Some(n) = node {
+                ep["nodeName"] = json!(n);
+            }
+            eps.push(ep);
+        }
+        ChangeKind::EndpointRemove if eps.len() > 1 => {
+            eps.pop();
+        }
+        ChangeKind::PodIpChange if !eps.is_empty() => {
+            let at = (seq as usize) % eps.len();
+            eps[at]["addresses"] = json!([ip]);
+        }
+        _ if !eps.is_empty() => {
+            let at = (seq as usize) % eps.len();
+            let ready = eps[at]["conditions"]["ready"].as_bool().unwrap_or(true);
+            eps[at]["conditions"]["ready"] = json!(!ready);
+        }
+        _ => {}
+    }
+}

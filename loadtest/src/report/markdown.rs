@@ -1,0 +1,235 @@
+//! The report as Markdown: the machine, one table per scenario, the charts,
+//! and the goals table last.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use super::{
+    goals::{goals, Verdict},
+    model::{Lost, Report},
+};
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+fn lost(l: &Lost) -> String {
+    let mut s = format!("{} / {} / {}", l.missed, l.duplicated, l.stale_relists);
+    if l.relists > 0 {
+        let _ = write!(s, " ({} relists)", l.relists);
+    }
+    s
+}
+
+/// Renders `r`; `charts` are the PNG file names (latency, RSS), relative to
+/// the Markdown file.
+pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
+    let mut o = String::new();
+    // Writing to a String cannot fail; the results are ignored with `let _`.
+    let _ = writeln!(o, "# sitegrid-proxy benchmark report\n");
+    let _ = writeln!(
+        o,
+        "Started {} with:\n\n```sh\n{}\n```\n",
+        r.started, r.command
+    );
+    let m = &r.machine;
+    let _ = writeln!(o, "| machine | |\n|---|---|");
+    let _ = writeln!(o, "| CPU | {} |", m.cpu);
+    let _ = writeln!(o, "| cores | {} |", m.cores);
+    let _ = writeln!(
+        o,
+        "| memory | {:.1} GiB |",
+        m.memory_kib as f64 / 1024.0 / 1024.0
+    );
+    let _ = writeln!(o, "| kernel | {} |\n", m.kernel);
+    let _ = writeln!(
+        o,
+        "The proxy is a release `sitegrid-proxy` process for node `site-0-node-0` (site 0); \
+         \"direct\" is the same request to the in-memory upstream. Both run on this host, \
+         with the load generator and the watchers. Latency is from a change's scheduled \
+         send time (stamped in the object) to the arrival of its watch event. \
+         Lost = missed / duplicated / stale relists.\n"
+    );
+    if !r.failures.is_empty() {
+        let _ = writeln!(o, "## Scenarios that failed\n");
+        for f in &r.failures {
+            let _ = writeln!(o, "- {f}");
+        }
+        let _ = writeln!(o);
+    }
+    if !r.cold.is_empty() {
+        let _ = writeln!(o, "## Cold start\n\nN clients list then watch EndpointSlices at once, against a server that has just started (the proxy syncs first).\n");
+        let _ = writeln!(o, "| clients | target | synced | time to synced p50 | max | proxy peak RSS | lost |\n|---|---|---|---|---|---|---|");
+        for c in &r.cold {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {}/{} | {} | {} | {} | {} |",
+                c.clients,
+                c.target.name(),
+                c.synced_clients,
+                c.clients,
+                ms(c.synced.p50),
+                ms(c.synced.max),
+                c.peak_rss_kib.map_or("–".into(), mib),
+                lost(&c.lost)
+            );
+        }
+        let _ = writeln!(o);
+    }
+    if !r.churn.is_empty() {
+        let _ = writeln!(o, "## Steady churn\n\n{}\n", r.churn_cluster);
+        let _ = writeln!(o, "| changes/s | target | watchers | changes | events | p50 | p99 | p99.9 | max | writer behind | proxy CPU per 1,000 events | proxy RSS | lost |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+        for c in &r.churn {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} ms | {} | {} |",
+                c.rate,
+                c.target.name(),
+                c.watchers,
+                c.changes,
+                c.events,
+                ms(c.latency.p50),
+                ms(c.latency.p99),
+                ms(c.latency.p999),
+                ms(c.latency.max),
+                ms(c.writer_behind),
+                c.cpu_per_1000_events(),
+                mib(c.proxy_rss_kib),
+                lost(&c.lost)
+            );
+        }
+        let _ = writeln!(o, "\nThe proxy's CPU in a direct row is what following the upstream costs it with no watcher of its own.\n");
+    }
+    if let Some((latency, rss)) = charts {
+        let _ = writeln!(
+            o,
+            "![latency percentiles, proxy vs direct, per churn rate]({latency})\n"
+        );
+        let _ = writeln!(o, "![proxy RSS over the run]({rss})\n");
+    }
+    if let Some(mem) = &r.memory {
+        let _ = writeln!(o, "## Memory (VmRSS)\n\n| state | RSS |\n|---|---|");
+        let _ = writeln!(o, "| idle (1 node, no Services) | {} |", mib(mem.idle_kib));
+        let _ = writeln!(
+            o,
+            "| {} endpoints loaded (EndpointSlices, Services, Nodes) | {} |",
+            mem.endpoints,
+            mib(mem.loaded_kib)
+        );
+        let _ = writeln!(
+            o,
+            "| with {} idle watches | {} |",
+            mem.idle_watchers,
+            mib(mem.with_watchers_kib)
+        );
+        let _ = writeln!(
+            o,
+            "| per 10k endpoints | {:.2} MiB |",
+            mem.per_10k_endpoints_kib() / 1024.0
+        );
+        let _ = writeln!(o, "| per idle watch | {:.1} KiB |\n", mem.per_watcher_kib());
+    }
+    if !r.lists.is_empty() {
+        let _ = writeln!(o, "## LIST (sequential, keep-alive, full body read)\n\n| scale | path | target | bytes | n | p50 | p99 |\n|---|---|---|---|---|---|---|");
+        for l in &r.lists {
+            let _ = writeln!(
+                o,
+                "| {} | `{}` | {} | {} | {} | {} | {} |",
+                l.scale,
+                l.path,
+                l.target.name(),
+                l.bytes,
+                l.latency.n,
+                ms(l.latency.p50),
+                ms(l.latency.p99)
+            );
+        }
+        let _ = writeln!(o);
+    }
+    if let Some(s) = &r.slow {
+        let _ = writeln!(
+            o,
+            "## Slow watcher\n\nOne watcher reads at {} B/s among {} reading at full speed.\n",
+            s.rate, s.others
+        );
+        let _ = writeln!(o, "| | p50 | p99 | p99.9 |\n|---|---|---|---|");
+        let _ = writeln!(
+            o,
+            "| others, baseline (no slow watcher) | {} | {} | {} |",
+            ms(s.baseline.p50),
+            ms(s.baseline.p99),
+            ms(s.baseline.p999)
+        );
+        let _ = writeln!(
+            o,
+            "| others, with the slow watcher | {} | {} | {} |",
+            ms(s.others_latency.p50),
+            ms(s.others_latency.p99),
+            ms(s.others_latency.p999)
+        );
+        let base = s.baseline.p99.as_secs_f64();
+        let within = base > 0.0 && s.others_latency.p99.as_secs_f64() <= base * 1.1;
+        let _ = writeln!(
+            o,
+            "\nOthers' p99 within 10 % of baseline: {}. The slow watcher was ended with 410: {}. Others lost: {}.\n",
+            if within { "yes" } else { "no" },
+            if s.slow_got_410 { "yes" } else { "no" },
+            lost(&s.lost)
+        );
+    }
+    if !r.faults.is_empty() {
+        let _ = writeln!(o, "## Faults\n\n| fault | target | watchers relisted | recovered in | lost |\n|---|---|---|---|---|");
+        for f in &r.faults {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {}/{} | {} | {} |",
+                f.fault,
+                f.target.name(),
+                f.relisted,
+                f.watchers,
+                f.recovered_in.map_or("not within the limit".into(), ms),
+                lost(&f.lost)
+            );
+        }
+        let _ = writeln!(o);
+    }
+    if !r.external.is_empty() {
+        let _ = writeln!(
+            o,
+            "## k6 and wrk\n\n| tool | target | result |\n|---|---|---|"
+        );
+        for e in &r.external {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} |",
+                e.what,
+                e.target.map_or("–", |t| t.name()),
+                e.result
+            );
+        }
+        let _ = writeln!(o);
+    }
+    let _ = writeln!(
+        o,
+        "## Goals\n\n| goal | measured | proxy / direct | verdict |\n|---|---|---|---|"
+    );
+    for g in goals(r) {
+        let verdict = match &g.verdict {
+            Verdict::Met => "**met**".to_owned(),
+            v => format!("**{v}**"),
+        };
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} |",
+            g.goal,
+            g.measured,
+            g.ratio.map_or("–".into(), |x| format!("{x:.2}×")),
+            verdict
+        );
+    }
+    o
+}

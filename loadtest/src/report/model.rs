@@ -1,0 +1,275 @@
+//! What a report run measured: plain values the Markdown, the charts and the
+//! goals table are computed from.
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use super::{machine::Machine, probe::WatcherResult};
+
+/// Which server a figure is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The in-memory upstream, directly.
+    Direct,
+    /// sitegrid-proxy in front of the same upstream.
+    Proxy,
+}
+
+impl Target {
+    /// Its name in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Direct => "direct",
+            Target::Proxy => "proxy",
+        }
+    }
+}
+
+/// Events lost or wrong, summed over watchers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lost {
+    /// Sequence numbers skipped or never received.
+    pub missed: u64,
+    /// Events received twice.
+    pub duplicated: u64,
+    /// Relists older than what the watcher had seen.
+    pub stale_relists: u64,
+    /// Relists after a 410.
+    pub relists: u64,
+}
+
+impl Lost {
+    /// Sums `watchers`' counts.
+    pub fn of(watchers: &[WatcherResult]) -> Lost {
+        watchers.iter().fold(Lost::default(), |l, w| Lost {
+            missed: l.missed + w.missed,
+            duplicated: l.duplicated + w.duplicated,
+            stale_relists: l.stale_relists + w.stale_relists,
+            relists: l.relists + u64::from(w.relists),
+        })
+    }
+
+    /// Everything that is not a clean delivery.
+    pub fn total(&self) -> u64 {
+        self.missed + self.duplicated + self.stale_relists
+    }
+}
+
+/// Latency percentiles, from a histogram in ns.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Percentiles {
+    /// Samples.
+    pub n: u64,
+    /// Median.
+    pub p50: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+    /// 99.9th percentile.
+    pub p999: Duration,
+    /// Largest.
+    pub max: Duration,
+}
+
+impl Percentiles {
+    /// Of a histogram in ns.
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        let at = |q: f64| Duration::from_nanos(h.value_at_quantile(q));
+        Percentiles {
+            n: h.len(),
+            p50: at(0.5),
+            p99: at(0.99),
+            p999: at(0.999),
+            max: Duration::from_nanos(h.max()),
+        }
+    }
+}
+
+/// Cold start: `clients` list-then-watch at once against a freshly started server.
+#[derive(Debug, Clone)]
+pub struct ColdRow {
+    /// Clients started at once.
+    pub clients: usize,
+    /// Proxy or direct.
+    pub target: Target,
+    /// Time to synced (list done, watch open) over clients.
+    pub synced: Percentiles,
+    /// Clients that synced within the limit.
+    pub synced_clients: usize,
+    /// The proxy's peak RSS (VmHWM) in KiB; None for direct.
+    pub peak_rss_kib: Option<u64>,
+    /// Lost events (the cluster does not change: must be zero).
+    pub lost: Lost,
+}
+
+/// Steady churn at one rate, against one target.
+#[derive(Debug, Clone)]
+pub struct ChurnRow {
+    /// Changes per second asked for.
+    pub rate: f64,
+    /// Proxy or direct.
+    pub target: Target,
+    /// Watchers.
+    pub watchers: usize,
+    /// Changes written (slices and nodes).
+    pub changes: u64,
+    /// EndpointSlice changes (what each watcher should receive).
+    pub slice_changes: u64,
+    /// Events received by all watchers.
+    pub events: u64,
+    /// Send → arrival.
+    pub latency: Percentiles,
+    /// Worst lag of the writer behind its schedule.
+    pub writer_behind: Duration,
+    /// The proxy's CPU time during the phase, ms (for direct too: the proxy
+    /// still follows the upstream, with no client of its own).
+    pub proxy_cpu_ms: f64,
+    /// The proxy's RSS at the end of the phase, KiB.
+    pub proxy_rss_kib: u64,
+    /// Lost events.
+    pub lost: Lost,
+}
+
+impl ChurnRow {
+    /// Proxy CPU ms per 1,000 events delivered.
+    pub fn cpu_per_1000_events(&self) -> f64 {
+        self.proxy_cpu_ms / self.events.max(1) as f64 * 1000.0
+    }
+
+    /// Upstream changes one core of the proxy would process a second at this
+    /// phase's cost per change.
+    pub fn changes_per_core_second(&self) -> f64 {
+        if self.proxy_cpu_ms <= 0.0 {
+            return f64::INFINITY;
+        }
+        self.changes as f64 / (self.proxy_cpu_ms / 1000.0)
+    }
+}
+
+/// The memory figures.
+#[derive(Debug, Clone, Default)]
+pub struct Memory {
+    /// The proxy with one node and no Services, KiB.
+    pub idle_kib: u64,
+    /// With the scale's cluster loaded (kube-proxy's kinds), KiB.
+    pub loaded_kib: u64,
+    /// Endpoints in the loaded cluster.
+    pub endpoints: usize,
+    /// Idle watches opened.
+    pub idle_watchers: usize,
+    /// RSS with them open, KiB.
+    pub with_watchers_kib: u64,
+}
+
+impl Memory {
+    /// KiB per 10,000 endpoints above idle.
+    pub fn per_10k_endpoints_kib(&self) -> f64 {
+        self.loaded_kib.saturating_sub(self.idle_kib) as f64 / (self.endpoints.max(1) as f64 / 1e4)
+    }
+
+    /// KiB per idle watcher.
+    pub fn per_watcher_kib(&self) -> f64 {
+        self.with_watchers_kib.saturating_sub(self.loaded_kib) as f64
+            / self.idle_watchers.max(1) as f64
+    }
+}
+
+/// LIST latency of one collection at one scale.
+#[derive(Debug, Clone)]
+pub struct ListRow {
+    /// The scale's name (S1, S2, ...).
+    pub scale: String,
+    /// The collection.
+    pub path: String,
+    /// Proxy or direct.
+    pub target: Target,
+    /// Body size.
+    pub bytes: usize,
+    /// Sequential LISTs, keep-alive, full body read.
+    pub latency: Percentiles,
+}
+
+/// The slow-reader fault.
+#[derive(Debug, Clone)]
+pub struct SlowReader {
+    /// Bytes a second the slow watcher reads.
+    pub rate: u64,
+    /// Full-speed watchers next to it.
+    pub others: usize,
+    /// Their latency with the slow one.
+    pub others_latency: Percentiles,
+    /// Their latency at the same churn without it (the baseline).
+    pub baseline: Percentiles,
+    /// The slow one was ended with 410.
+    pub slow_got_410: bool,
+    /// Lost by the full-speed watchers.
+    pub lost: Lost,
+}
+
+/// A fault and what the watchers saw through it.
+#[derive(Debug, Clone)]
+pub struct FaultRow {
+    /// What was done.
+    pub fault: String,
+    /// Proxy or direct.
+    pub target: Target,
+    /// Watchers that relisted.
+    pub relisted: usize,
+    /// Watchers in all.
+    pub watchers: usize,
+    /// From the fault to every watcher being up to date again.
+    pub recovered_in: Option<Duration>,
+    /// Lost events.
+    pub lost: Lost,
+}
+
+/// A load tool's (k6, wrk) result, or why it was skipped.
+#[derive(Debug, Clone)]
+pub struct ExternalRow {
+    /// Tool and script.
+    pub what: String,
+    /// Proxy or direct.
+    pub target: Option<Target>,
+    /// Its summary line, or "skipped: ...".
+    pub result: String,
+}
+
+/// RSS samples of one proxy process.
+#[derive(Debug, Clone)]
+pub struct RssSeries {
+    /// The scenario the proxy ran.
+    pub label: String,
+    /// (seconds since the report started, MiB).
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Where it ran.
+    pub machine: Machine,
+    /// UTC start, RFC 3339.
+    pub started: String,
+    /// The command line.
+    pub command: String,
+    /// The churn's cluster, described.
+    pub churn_cluster: String,
+    /// Cold starts.
+    pub cold: Vec<ColdRow>,
+    /// Steady churn.
+    pub churn: Vec<ChurnRow>,
+    /// Memory.
+    pub memory: Option<Memory>,
+    /// LISTs.
+    pub lists: Vec<ListRow>,
+    /// Slow reader.
+    pub slow: Option<SlowReader>,
+    /// Faults.
+    pub faults: Vec<FaultRow>,
+    /// k6 and wrk.
+    pub external: Vec<ExternalRow>,
+    /// RSS over time.
+    pub rss: Vec<RssSeries>,
+    /// Scenarios that failed, with why.
+    pub failures: Vec<String>,
+}

@@ -1,0 +1,278 @@
+//! The scenarios: each builds its cluster, starts its proxy, runs its load
+//! and returns plain figures ([`super::model`]).
+
+use std::{net::SocketAddr, time::Duration};
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Empty};
+use tokio::time::Instant;
+
+use super::{
+    churn::Churner,
+    env::{peak_rss_kib, Env, ProxyProcess, Scale, Upstream},
+    model::{ChurnRow, ColdRow, ListRow, Lost, Memory, Percentiles, Target},
+    probe::{histogram, Probe, ProbeConfig, WatcherResult},
+};
+use crate::{client, cpu_ms, rss_kib};
+
+/// What the watchers watch: kube-proxy's EndpointSlices.
+pub const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
+
+/// How long watchers may take to list and open their watch.
+const SYNC_LIMIT: Duration = Duration::from_secs(120);
+
+/// Latencies of all watchers, merged.
+fn merged(results: &[WatcherResult]) -> Histogram<u64> {
+    let mut h = histogram();
+    for r in results {
+        // Same bounds on both sides (histogram()): adding cannot fail.
+        h.add(&r.latency).unwrap_or_else(|_| unreachable!());
+    }
+    h
+}
+
+/// Cold start: for each count, that many clients list then watch at once
+/// against the upstream (direct) and against a proxy started with them.
+pub async fn cold_start(env: &Env, scale: Scale, clients: &[usize]) -> Result<Vec<ColdRow>> {
+    let up = Upstream::start(&scale.size(env.nodes_per_site)).await?;
+    let ledger = Churner::new(&up.api)?.ledger();
+    let mut rows = Vec::new();
+    for &n in clients {
+        for target in [Target::Direct, Target::Proxy] {
+            env.progress
+                .show(&format!("cold start: {n} clients, {}", target.name()));
+            let proxy = match target {
+                Target::Proxy => Some(ProxyProcess::spawn(
+                    env,
+                    up.addr(),
+                    &format!("cold start, {n} clients"),
+                )?),
+                Target::Direct => None,
+            };
+            let addr = proxy.as_ref().map_or(up.addr(), |p| p.addr);
+            let probe = Probe::start(
+                ProbeConfig {
+                    addr,
+                    path: SLICES.into(),
+                    watchers: n,
+                    slow: None,
+                },
+                ledger.clone(),
+            );
+            // A client that does not sync in time is reported as such, not as a failure.
+            let _in_time = probe.wait_synced(SYNC_LIMIT).await.is_ok();
+            let peak = proxy.as_ref().map(|p| peak_rss_kib(p.pid()));
+            let results = probe.stop().await?;
+            let mut synced = histogram();
+            for r in &results {
+                if let Some(d) = r.synced_after {
+                    synced
+                        .saturating_record(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1));
+                }
+            }
+            rows.push(ColdRow {
+                clients: n,
+                target,
+                synced: Percentiles::of(&synced),
+                synced_clients: results.iter().filter(|r| r.synced_after.is_some()).count(),
+                peak_rss_kib: peak,
+                lost: Lost::of(&results),
+            });
+        }
+    }
+    env.progress
+        .done(&format!("cold start: {} runs done", rows.len()));
+    Ok(rows)
+}
+
+/// Steady churn: for each rate, `watchers` watchers on the upstream, then on
+/// the proxy, each for `duration` of changes at that rate.
+pub async fn churn(
+    env: &Env,
+    scale: Scale,
+    rates: &[f64],
+    watchers: usize,
+    duration: Duration,
+) -> Result<Vec<ChurnRow>> {
+    let up = Upstream::start(&scale.size(env.nodes_per_site)).await?;
+    let proxy = ProxyProcess::spawn(env, up.addr(), "steady churn")?;
+    proxy.wait_served().await?;
+    let mut churner = Churner::new(&up.api)?;
+    let mut rows = Vec::new();
+    for &rate in rates {
+        for target in [Target::Direct, Target::Proxy] {
+            let addr = match target {
+                Target::Direct => up.addr(),
+                Target::Proxy => proxy.addr,
+            };
+            rows.push(
+                churn_phase(
+                    env,
+                    &mut churner,
+                    &proxy,
+                    addr,
+                    target,
+                    rate,
+                    watchers,
+                    duration,
+                )
+                .await
+                .with_context(|| format!("churn at {rate}/s, {}", target.name()))?,
+            );
+        }
+    }
+    env.progress
+        .done(&format!("steady churn: {} runs done", rows.len()));
+    Ok(rows)
+}
+
+/// One phase of [`churn`].
+#[allow(clippy::too_many_arguments)]
+async fn churn_phase(
+    env: &Env,
+    churner: &mut Churner,
+    proxy: &ProxyProcess,
+    addr: SocketAddr,
+    target: Target,
+    rate: f64,
+    watchers: usize,
+    duration: Duration,
+) -> Result<ChurnRow> {
+    let label = format!("churn {rate}/s, {}", target.name());
+    env.progress
+        .show(&format!("{label}: {watchers} watchers listing"));
+    let probe = Probe::start(
+        ProbeConfig {
+            addr,
+            path: SLICES.into(),
+            watchers,
+            slow: None,
+        },
+        churner.ledger(),
+    );
+    probe.wait_synced(SYNC_LIMIT).await?;
+    let cpu_before = cpu_ms(proxy.pid());
+    let total = (rate * duration.as_secs_f64()).round() as u64;
+    let outcome = churner
+        .run(rate, duration, |sent| {
+            env.progress.show(&format!(
+                "{label}: {sent}/{total} changes, {} events, proxy RSS {:.1} MiB",
+                probe.received(),
+                rss_kib(proxy.pid()) as f64 / 1024.0
+            ));
+        })
+        .await?;
+    probe.drain(Duration::from_secs(15)).await;
+    let proxy_cpu_ms = cpu_ms(proxy.pid()) - cpu_before;
+    let results = probe.stop().await?;
+    let latency = merged(&results);
+    Ok(ChurnRow {
+        rate,
+        target,
+        watchers,
+        changes: outcome.sent,
+        slice_changes: outcome.slice_changes,
+        events: results.iter().map(|r| r.events).sum(),
+        latency: Percentiles::of(&latency),
+        writer_behind: outcome.max_behind,
+        proxy_cpu_ms,
+        proxy_rss_kib: rss_kib(proxy.pid()),
+        lost: Lost::of(&results),
+    })
+}
+
+/// Memory: the proxy idle (one node, nothing else), with `scale`'s cluster
+/// loaded, and with `idle_watchers` watches open that nothing matches.
+pub async fn memory(env: &Env, scale: Scale, idle_watchers: usize) -> Result<Memory> {
+    env.progress.show("memory: idle proxy");
+    let idle = Upstream::start(&sitegrid_fakeapi::sample::SyntheticSize {
+        sites: 1,
+        nodes_per_site: 1,
+        services: 0,
+        endpoints_per_service: 0,
+    })
+    .await?;
+    let idle_kib = {
+        let p = ProxyProcess::spawn(env, idle.addr(), "memory, idle")?;
+        p.wait_served().await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        rss_kib(p.pid())
+    };
+    env.progress
+        .show(&format!("memory: {} loaded", scale.name()));
+    let size = scale.size(env.nodes_per_site);
+    let up = Upstream::start(&size).await?;
+    let p = ProxyProcess::spawn(env, up.addr(), &format!("memory, {} loaded", scale.name()))?;
+    p.wait_served().await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let loaded_kib = rss_kib(p.pid());
+    env.progress
+        .show(&format!("memory: {idle_watchers} idle watches"));
+    let http = client();
+    let mut open = Vec::with_capacity(idle_watchers);
+    for _ in 0..idle_watchers {
+        let req = hyper::Request::get(format!(
+            "http://{}/api/v1/nodes?watch=1&labelSelector=loadtest%3Didle&allowWatchBookmarks=true",
+            p.addr
+        ))
+        .body(Empty::<Bytes>::new())?;
+        open.push(http.request(req).await.context("opening an idle watch")?);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let with_watchers_kib = rss_kib(p.pid());
+    drop(open);
+    env.progress.done("memory: done");
+    Ok(Memory {
+        idle_kib,
+        loaded_kib,
+        endpoints: size.endpoints(),
+        idle_watchers,
+        with_watchers_kib,
+    })
+}
+
+/// LIST latency of EndpointSlices at each scale, `n` sequential requests
+/// per target after 10 unmeasured ones.
+pub async fn lists(env: &Env, scales: &[Scale], n: usize) -> Result<Vec<ListRow>> {
+    let mut rows = Vec::new();
+    for &scale in scales {
+        env.progress
+            .show(&format!("LIST {}: loading", scale.name()));
+        let up = Upstream::start(&scale.size(env.nodes_per_site)).await?;
+        let p = ProxyProcess::spawn(env, up.addr(), &format!("LIST {}", scale.name()))?;
+        p.wait_served().await?;
+        let http = client();
+        for (target, addr) in [(Target::Direct, up.addr()), (Target::Proxy, p.addr)] {
+            env.progress
+                .show(&format!("LIST {}: {} × {}", scale.name(), n, target.name()));
+            let mut h = histogram();
+            let mut bytes = 0;
+            for i in 0..n + 10 {
+                let t = Instant::now();
+                let req = hyper::Request::get(format!("http://{addr}{SLICES}"))
+                    .body(Empty::<Bytes>::new())?;
+                let resp = http.request(req).await?;
+                let status = resp.status();
+                let body = resp.into_body().collect().await?.to_bytes();
+                if status != 200 {
+                    anyhow::bail!("LIST {SLICES} on {}: {status}", target.name());
+                }
+                bytes = body.len();
+                if i >= 10 {
+                    h.saturating_record(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX));
+                }
+            }
+            rows.push(ListRow {
+                scale: scale.name().into(),
+                path: SLICES.into(),
+                target,
+                bytes,
+                latency: Percentiles::of(&h),
+            });
+        }
+    }
+    env.progress.done("LIST: done");
+    Ok(rows)
+}

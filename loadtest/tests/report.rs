@@ -1,0 +1,184 @@
+//! sitegrid-report's core pieces at a tiny size, against a proxy in this
+//! process: the watch probe counts no missed or duplicated event when
+//! nothing is lost, the goals table has a verdict for every goal, and the
+//! charts are PNG files. No figure is asserted (benchmarks are not tests).
+
+use std::{net::SocketAddr, time::Duration};
+
+use sitegrid_fakeapi::{ApiServer, ApiServerConfig, ServerHandle};
+use sitegrid_loadtest::report::{
+    charts,
+    churn::Churner,
+    env::Scale,
+    goals::{goals, Verdict},
+    machine::Machine,
+    markdown,
+    model::{ChurnRow, ListRow, Lost, Memory, Percentiles, Report, RssSeries, Target},
+    probe::{Probe, ProbeConfig, WatcherResult},
+    scenarios::SLICES,
+};
+use sitegrid_proxy::app::{start, ProxyOptions, RunningProxy};
+
+struct World {
+    api: ApiServer,
+    upstream: ServerHandle,
+    proxy: RunningProxy,
+}
+
+async fn world() -> World {
+    let api = ApiServer::new(ApiServerConfig::default());
+    api.load(Scale::Tiny.size(2).objects("v1"));
+    let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let config = kube::Config::new(upstream.url().parse().unwrap());
+    let mut opts = ProxyOptions::new("site-0-node-0", "127.0.0.1:0".parse().unwrap());
+    opts.grace = Duration::from_secs(1);
+    let proxy = start(config, opts).await.unwrap();
+    while !proxy.cache.readiness().is_ready() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    World {
+        api,
+        upstream,
+        proxy,
+    }
+}
+
+/// Two watchers on `addr` through 20 changes.
+async fn churn_through(churner: &mut Churner, addr: SocketAddr) -> (Vec<WatcherResult>, u64) {
+    let probe = Probe::start(
+        ProbeConfig {
+            addr,
+            path: SLICES.into(),
+            watchers: 2,
+            slow: None,
+        },
+        churner.ledger(),
+    );
+    probe.wait_synced(Duration::from_secs(10)).await.unwrap();
+    let out = churner
+        .run(200.0, Duration::from_millis(100), |_| {})
+        .await
+        .unwrap();
+    probe.drain(Duration::from_secs(15)).await;
+    (probe.stop().await.unwrap(), out.slice_changes)
+}
+
+fn row(target: Target, results: &[WatcherResult], changes: u64) -> ChurnRow {
+    let mut h = sitegrid_loadtest::report::probe::histogram();
+    for r in results {
+        h.add(&r.latency).unwrap();
+    }
+    ChurnRow {
+        rate: 200.0,
+        target,
+        watchers: results.len(),
+        changes,
+        slice_changes: changes,
+        events: results.iter().map(|r| r.events).sum(),
+        latency: Percentiles::of(&h),
+        writer_behind: Duration::ZERO,
+        proxy_cpu_ms: 10.0,
+        proxy_rss_kib: 16_000,
+        lost: Lost::of(results),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
+    let w = world().await;
+    let mut churner = Churner::new(&w.api).unwrap();
+    let mut rows = Vec::new();
+    for (target, addr) in [
+        (Target::Direct, w.upstream.local_addr()),
+        (Target::Proxy, w.proxy.local_addr),
+    ] {
+        let (results, slice_changes) = churn_through(&mut churner, addr).await;
+        assert_eq!(slice_changes, 16, "20 changes, one in five a node relabel");
+        for r in &results {
+            assert_eq!(
+                (r.missed, r.duplicated, r.stale_relists, r.behind_at_end),
+                (0, 0, 0, 0),
+                "{}: {r:?}",
+                target.name()
+            );
+            assert_eq!(
+                r.events,
+                slice_changes,
+                "{}: every change once",
+                target.name()
+            );
+            assert_eq!(r.latency.len(), slice_changes);
+        }
+        rows.push(row(target, &results, slice_changes));
+    }
+
+    let dir = std::env::temp_dir().join(format!("sitegrid-report-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let report = Report {
+        machine: Machine::read(),
+        started: "2026-01-01T00:00:00Z".into(),
+        command: "test".into(),
+        churn_cluster: Scale::Tiny.describe(2),
+        cold: Vec::new(),
+        churn: rows,
+        memory: Some(Memory {
+            idle_kib: 13_000,
+            loaded_kib: 16_000,
+            endpoints: 10_000,
+            idle_watchers: 100,
+            with_watchers_kib: 18_000,
+        }),
+        lists: [Target::Direct, Target::Proxy]
+            .into_iter()
+            .map(|target| ListRow {
+                scale: "S2".into(),
+                path: SLICES.into(),
+                target,
+                bytes: 1,
+                latency: Percentiles {
+                    n: 1,
+                    p99: Duration::from_millis(2),
+                    ..Percentiles::default()
+                },
+            })
+            .collect(),
+        slow: None,
+        faults: Vec::new(),
+        external: Vec::new(),
+        rss: vec![RssSeries {
+            label: "proxy".into(),
+            points: vec![(0.0, 12.0), (1.0, 14.0)],
+        }],
+        failures: Vec::new(),
+    };
+    let table = goals(&report);
+    assert_eq!(table.len(), 8, "every goal of issue 17 has a row");
+    for g in &table {
+        assert!(
+            matches!(g.verdict, Verdict::Met | Verdict::Missed(_)),
+            "{}: {:?}",
+            g.goal,
+            g.verdict
+        );
+    }
+    assert_eq!(table[7].verdict, Verdict::Met, "no event lost");
+
+    charts::load_font(None).unwrap();
+    let names = charts::draw_all(&dir, "test", &report.churn, &report.rss).unwrap();
+    for name in [&names.0, &names.1] {
+        let bytes = std::fs::read(dir.join(name)).unwrap();
+        assert!(
+            bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+            "{name} is a PNG file"
+        );
+    }
+    let md = markdown::render(&report, Some(&names));
+    for g in &table {
+        assert!(md.contains(g.goal), "{} in the Markdown", g.goal);
+    }
+    assert!(
+        md.contains(&format!("]({})", names.0)),
+        "latency chart linked"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
