@@ -126,20 +126,68 @@ pub fn list<'a, I>(api_version: &str, list_kind: &str, meta: &pb_meta::ListMeta,
 where
     I: Iterator<Item = &'a [u8]> + Clone,
 {
-    let meta = meta.encode_to_vec();
-    let raw_len = len_field_size(1, meta.len())
-        + items
-            .clone()
-            .map(|i| len_field_size(2, i.len()))
-            .sum::<usize>();
-    wrapped(api_version, list_kind, raw_len, |out| {
-        put_len_field(out, 1, meta.len());
-        out.put_slice(&meta);
-        for item in items {
-            put_len_field(out, 2, item.len());
-            out.put_slice(item);
+    let frame = ListFrame::new(api_version, list_kind, meta, items.clone().map(<[u8]>::len));
+    let mut out = BytesMut::with_capacity(frame.len);
+    out.put_slice(&frame.head);
+    for item in items {
+        put_list_item(&mut out, item);
+    }
+    out.put_slice(&frame.tail);
+    out.freeze()
+}
+
+/// A list on the wire split around its items, so a server can send the items
+/// it already holds without first copying them into one buffer: `head`, then
+/// each item written by [`put_list_item`], then `tail`.
+#[derive(Debug, Clone)]
+pub struct ListFrame {
+    /// The magic, the envelope up to its `raw` bytes, and the list's metadata.
+    pub head: Bytes,
+    /// The envelope's fields after `raw`.
+    pub tail: Bytes,
+    /// The whole list's length in bytes, items included.
+    pub len: usize,
+}
+
+impl ListFrame {
+    /// The frame of a list whose item messages are `item_lens` bytes long.
+    pub fn new(
+        api_version: &str,
+        list_kind: &str,
+        meta: &pb_meta::ListMeta,
+        item_lens: impl Iterator<Item = usize>,
+    ) -> ListFrame {
+        let meta = meta.encode_to_vec();
+        let items_len: usize = item_lens.map(list_item_len).sum();
+        let raw_len = len_field_size(1, meta.len()) + items_len;
+        let whole = wrapped(api_version, list_kind, raw_len, |out| {
+            put_len_field(out, 1, meta.len());
+            out.put_slice(&meta);
+            // Stand-in bytes where the items go; the frame is cut around them.
+            out.put_bytes(0, items_len);
+        });
+        let items_end = whole.len() - ENVELOPE_TAIL_LEN;
+        let items_start = items_end - items_len;
+        ListFrame {
+            head: whole.slice(..items_start),
+            tail: whole.slice(items_end..),
+            len: whole.len(),
         }
-    })
+    }
+}
+
+/// The envelope's fields after `raw`: empty `contentEncoding` and `contentType`.
+const ENVELOPE_TAIL_LEN: usize = 4;
+
+/// Appends one item of a [`ListFrame`]'s list: its message as field `items`.
+pub fn put_list_item(out: &mut BytesMut, message: &[u8]) {
+    put_len_field(out, 2, message.len());
+    out.put_slice(message);
+}
+
+/// The bytes [`put_list_item`] appends for a message of `len` bytes.
+pub fn list_item_len(len: usize) -> usize {
+    len_field_size(2, len)
 }
 
 /// One watch frame: the 4-byte big-endian length of a `metav1.WatchEvent{type, object{raw}}`

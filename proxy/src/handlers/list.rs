@@ -13,7 +13,10 @@ use super::{
     request::{CachedRequest, Format, ListFrom, ListRequest},
     table,
 };
-use crate::cache::{json as json_wire, Cache, View};
+use crate::{
+    cache::{json as json_wire, Cache, View},
+    http::{framed::Join, Framed},
+};
 
 /// How long a list for a not-yet-reached resourceVersion waits (as kube-apiserver's cache does).
 pub const RV_WAIT: Duration = Duration::from_secs(3);
@@ -157,43 +160,45 @@ fn expired_continue(start: &str) -> Status {
     s
 }
 
-/// Renders a page in the negotiated format.
-pub fn render(cache: &Cache, req: &CachedRequest, page: &Page) -> Result<Bytes, Status> {
+/// Renders a page in the negotiated format: the items' shared encodings
+/// inside the list's frame (see [`Framed`]), or a Table.
+pub fn render(cache: &Cache, req: &CachedRequest, page: &Page) -> Result<Framed, Status> {
     let served = req.served;
     Ok(match req.format {
         Format::Json => {
-            let bodies: Vec<&Bytes> = page
+            let items = page
                 .items
                 .iter()
-                .map(|v| cache.body(v, served).bytes())
+                .map(|v| cache.body(v, served).bytes().clone())
                 .collect();
-            let size = bodies.iter().map(|b| b.len()).sum();
-            json_wire::list_body(served, &page.meta.to_json(), bodies.into_iter(), size)
+            let (head, tail) = json_wire::list_frame(served, &page.meta.to_json());
+            Framed::new(head, items, tail, Join::Comma)
         }
         Format::Protobuf => {
-            let messages = page
+            let items = page
                 .items
                 .iter()
-                .map(|v| cache.message(v, served))
-                .collect::<Result<Vec<&Bytes>, _>>()
+                .map(|v| cache.message(v, served).cloned())
+                .collect::<Result<Vec<Bytes>, _>>()
                 .map_err(|e| Status::internal_error(e.to_string()))?;
-            protobuf::list(
+            let frame = protobuf::ListFrame::new(
                 served.api_version(),
                 served.list_kind(),
                 &page.meta.to_protobuf(),
-                messages.iter().map(|m| m.as_ref()),
-            )
+                items.iter().map(Bytes::len),
+            );
+            Framed::new(frame.head, items, frame.tail, Join::Protobuf)
         }
         Format::Table {
             api_version,
             include,
-        } => table::body(
+        } => Framed::whole(table::body(
             cache,
             req,
             &page.items,
             page.meta.to_json(),
             api_version,
             include,
-        ),
+        )),
     })
 }

@@ -21,7 +21,7 @@ pub use watch::WatchSettings;
 
 use crate::{
     cache::Cache,
-    http::{response, Body},
+    http::{response, Body, Framed},
 };
 
 /// Settings of the cache handlers.
@@ -79,23 +79,18 @@ pub async fn handle(
             Err(s) => Err(s),
         }
         .map(|body| body_response(body, format, pretty)),
-        Verb::Get { name } => {
-            get::get(cache, &req, name).map(|body| body_response(body, format, pretty))
-        }
+        Verb::Get { name } => get::get(cache, &req, name)
+            .map(|body| body_response(Framed::whole(body), format, pretty)),
     };
     result.unwrap_or_else(|s| response::status_as(&s, errors))
 }
 
 /// A whole answer in `format` (JSON indented when asked to).
-fn body_response(body: bytes::Bytes, format: Format, pretty: bool) -> Response<Body> {
+fn body_response(body: Framed, format: Format, pretty: bool) -> Response<Body> {
     let body = match format {
         Format::Protobuf => body,
-        _ if pretty => response::prettify(&body),
+        _ if pretty => Framed::whole(response::prettify(&body.into_bytes())),
         _ => body,
     };
-    response::typed(
-        StatusCode::OK,
-        format.content_type(false),
-        response::full(body),
-    )
+    response::typed(StatusCode::OK, format.content_type(false), body.into_body())
 }

@@ -2,7 +2,9 @@
 //! shaped as kube-apiserver shapes them, and serving TLS.
 
 mod body;
+pub mod framed;
 pub mod response;
 pub mod tls;
 
 pub use body::{Body, BodyStalled, BoxError, IdleTimeout};
+pub use framed::Framed;

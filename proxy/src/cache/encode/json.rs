@@ -148,29 +148,19 @@ fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
     let _ = serde_json::to_writer(&mut *out, v);
 }
 
-/// Builds a list body: `{"kind":"<Kind>List","apiVersion":..,"metadata":{..},"items":[..]}\n`.
-pub fn list_body<'a>(
-    served: Served,
-    list_meta: &Value,
-    items: impl ExactSizeIterator<Item = &'a Bytes>,
-    size_hint: usize,
-) -> Bytes {
-    let mut out = BytesMut::with_capacity(size_hint + items.len() + 160);
-    out.put_slice(b"{\"kind\":\"");
-    out.put_slice(served.kind.kind().as_bytes());
-    out.put_slice(b"List\",\"apiVersion\":\"");
-    out.put_slice(served.api_version().as_bytes());
-    out.put_slice(b"\",\"metadata\":");
-    out.put_slice(&serde_json::to_vec(list_meta).unwrap_or_default());
-    out.put_slice(b",\"items\":[");
-    for (i, item) in items.enumerate() {
-        if i > 0 {
-            out.put_u8(b',');
-        }
-        out.put_slice(item);
-    }
-    out.put_slice(b"]}\n");
-    out.freeze()
+/// A list body split around its items (joined by commas): the head
+/// `{"kind":"<Kind>List","apiVersion":..,"metadata":{..},"items":[` and the
+/// tail `]}\n`.
+pub fn list_frame(served: Served, list_meta: &Value) -> (Bytes, Bytes) {
+    let mut head = BytesMut::with_capacity(160);
+    head.put_slice(b"{\"kind\":\"");
+    head.put_slice(served.kind.kind().as_bytes());
+    head.put_slice(b"List\",\"apiVersion\":\"");
+    head.put_slice(served.api_version().as_bytes());
+    head.put_slice(b"\",\"metadata\":");
+    head.put_slice(&serde_json::to_vec(list_meta).unwrap_or_default());
+    head.put_slice(b",\"items\":[");
+    (head.freeze(), Bytes::from_static(b"]}\n"))
 }
 
 /// One watch frame: `{"type":"<TYPE>","object":<full object>}\n`.
@@ -246,12 +236,14 @@ mod tests {
             kind: ResourceKind::EndpointSlices,
             version: ApiVersion::V1beta1,
         };
-        let body = list_body(
-            served,
-            &json!({"resourceVersion":"9"}),
-            [a.bytes()].into_iter(),
-            0,
-        );
+        let (head, tail) = list_frame(served, &json!({"resourceVersion":"9"}));
+        let body = crate::http::Framed::new(
+            head,
+            vec![a.bytes().clone()],
+            tail,
+            crate::http::framed::Join::Comma,
+        )
+        .into_bytes();
         assert_eq!(
             std::str::from_utf8(&body).unwrap(),
             "{\"kind\":\"EndpointSliceList\",\"apiVersion\":\"discovery.k8s.io/v1beta1\",\"metadata\":{\"resourceVersion\":\"9\"},\"items\":[{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"1\"}}]}\n"
