@@ -34,6 +34,7 @@ use super::{
 use crate::upstream::UpstreamObject;
 use incoming::{Incoming, Once, Stored};
 use persisting::Persister;
+use project::SlicesByService;
 use unreadable::Skipped;
 
 /// What a reflector hands the writer.
@@ -74,7 +75,7 @@ impl WriterSlot {
             upstream: PerKind::default(),
             services: HashMap::new(),
             nodes: NodeLabels::new(),
-            slices_by_service: HashMap::new(),
+            slices_by_service: SlicesByService::default(),
             convert_slices: (native != slice_version).then_some(native),
             skipped: Skipped::default(),
         };
@@ -112,7 +113,7 @@ pub struct Writer {
     services: HashMap<String, TopologyKeys>,
     nodes: NodeLabels,
     /// `ns/service` → keys of its EndpointSlices.
-    slices_by_service: HashMap<String, BTreeSet<String>>,
+    slices_by_service: SlicesByService,
     /// The version slices are stored in, when the upstream serves another.
     convert_slices: Option<ApiVersion>,
     /// Keeps the snapshot in the data directory current.

@@ -109,30 +109,23 @@ impl Writer {
         batch: &mut Batch,
     ) {
         let mut services = BTreeSet::new();
-        let unlink =
-            |links: &mut HashMap<String, BTreeSet<String>>, svc: &Option<String>, key: &str| {
-                if let Some(set) = svc.as_ref().and_then(|s| links.get_mut(s)) {
-                    set.remove(key);
-                }
-            };
         for ((key, _), prev) in upserted.iter().zip(previous) {
-            if let Some(prev) = &prev {
-                unlink(&mut self.slices_by_service, &prev.service, key);
-                services.extend(prev.service.clone());
+            if let Some(svc) = prev.and_then(|p| p.service) {
+                self.slices_by_service.unlink(&svc, key);
+                services.insert(svc);
             }
             match self.slice(key).and_then(|s| s.service.clone()) {
                 Some(svc) => {
-                    self.slices_by_service
-                        .entry(svc.clone())
-                        .or_default()
-                        .insert(key.clone());
+                    self.slices_by_service.link(&svc, key);
                     services.insert(svc);
                 }
                 None => self.project_single_slice(key, batch),
             }
         }
         for (key, old) in deleted {
-            unlink(&mut self.slices_by_service, &old.service, key);
+            if let Some(svc) = &old.service {
+                self.slices_by_service.unlink(svc, key);
+            }
             services.extend(old.service.clone());
             self.emit(ResourceKind::EndpointSlices, key, None, batch);
         }
@@ -202,11 +195,7 @@ impl Writer {
         if !self.topology_ready() {
             return;
         }
-        let slice_keys: Vec<String> = self
-            .slices_by_service
-            .get(service)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default();
+        let slice_keys = self.slices_by_service.of(service).to_vec();
         let mut values: Vec<(String, serde_json::Value)> = slice_keys
             .into_iter()
             .filter_map(|k| {
@@ -237,5 +226,64 @@ impl Writer {
         }
         let value = self.slice(key).and_then(Stored::value);
         self.emit(ResourceKind::EndpointSlices, key, value, batch);
+    }
+}
+
+/// `ns/service` → the keys of its EndpointSlices, sorted. A Service has one
+/// slice or a few: a sorted `Vec` costs one small allocation where a
+/// `BTreeSet` took a 280-byte node per Service.
+#[derive(Debug, Default)]
+pub(super) struct SlicesByService(HashMap<String, Vec<String>>);
+
+impl SlicesByService {
+    /// Records that slice `key` belongs to `service`.
+    fn link(&mut self, service: &str, key: &str) {
+        let keys = match self.0.get_mut(service) {
+            Some(keys) => keys,
+            None => self.0.entry(service.to_owned()).or_default(),
+        };
+        if let Err(at) = keys.binary_search_by(|k| k.as_str().cmp(key)) {
+            keys.insert(at, key.to_owned());
+        }
+    }
+
+    /// Forgets that slice `key` belongs to `service` (and the Service, with
+    /// its last slice).
+    fn unlink(&mut self, service: &str, key: &str) {
+        if let Some(keys) = self.0.get_mut(service) {
+            if let Ok(at) = keys.binary_search_by(|k| k.as_str().cmp(key)) {
+                keys.remove(at);
+            }
+            if keys.is_empty() {
+                self.0.remove(service);
+            }
+        }
+    }
+
+    /// The slices of `service`, in key order.
+    fn of(&self, service: &str) -> &[String] {
+        self.0.get(service).map(Vec::as_slice).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod slices_by_service_tests {
+    use super::SlicesByService;
+
+    #[test]
+    fn keeps_each_services_slices_sorted_and_forgets_emptied_services() {
+        let mut links = SlicesByService::default();
+        links.link("ns/a", "ns/a-2");
+        links.link("ns/a", "ns/a-1");
+        links.link("ns/a", "ns/a-2");
+        links.link("ns/b", "ns/b-1");
+        assert_eq!(links.of("ns/a"), ["ns/a-1", "ns/a-2"]);
+        links.unlink("ns/a", "ns/a-1");
+        links.unlink("ns/a", "ns/missing");
+        assert_eq!(links.of("ns/a"), ["ns/a-2"]);
+        links.unlink("ns/a", "ns/a-2");
+        assert!(links.of("ns/a").is_empty());
+        assert_eq!(links.0.len(), 1, "only ns/b is left");
+        assert_eq!(links.of("ns/b"), ["ns/b-1"]);
     }
 }
