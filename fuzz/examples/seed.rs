@@ -6,7 +6,7 @@
 //!
 //! `cargo run -p sitegrid-fuzz --example seed` (from the workspace root).
 
-use std::{fs, path::Path};
+use std::{borrow::Cow, fs, path::Path};
 
 use serde_json::{json, Value};
 use sitegrid_certs::{KeyMaterial, Pki};
@@ -97,7 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(Value::to_string)
             .collect()
     };
-    let services = bodies('s');
+    let services: Vec<Cow<str>> = bodies('s').into_iter().map(Cow::Owned).collect();
     let snapshot = Snapshot {
         node: "bj-1".into(),
         written_ms: 1_795_000_000_000,
@@ -120,16 +120,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 resource: "nodes".into(),
                 compacted_rv: 0,
                 last_rv: 100,
-                objects: bodies('n'),
+                objects: bodies('n').into_iter().map(Cow::Owned).collect(),
                 log: Vec::new(),
             },
         ],
     };
     let file = snapshot.encode()?;
     put("snapshot", "file", &[[0u8].as_slice(), &file].concat())?;
-    put("snapshot", "lz4", &[[1u8].as_slice(), &file[24..]].concat())?;
-    let plain = lz4_flex::decompress_size_prepended(&file[24..])?;
-    put("snapshot", "postcard", &[[2u8].as_slice(), &plain].concat())?;
+    put("snapshot", "lz4", &[[3u8].as_slice(), &file[24..]].concat())?;
+    let mut plain = Vec::new();
+    std::io::Read::read_to_end(
+        &mut lz4_flex::frame::FrameDecoder::new(&file[24..]),
+        &mut plain,
+    )?;
+    put("snapshot", "postcard", &[[4u8].as_slice(), &plain].concat())?;
+    let block = lz4_flex::compress_prepend_size(&plain);
+    put("snapshot", "lz4-v1", &[[1u8].as_slice(), &block].concat())?;
+    put(
+        "snapshot",
+        "postcard-v1",
+        &[[2u8].as_slice(), &plain].concat(),
+    )?;
 
     // certs and kubeconfig: what sitegrid-certs writes.
     let dir = std::env::temp_dir().join(format!("sitegrid-fuzz-seed-{}", std::process::id()));

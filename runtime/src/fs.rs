@@ -92,9 +92,18 @@ impl AtomicFile {
 
     /// Replaces the file with `content`. On error the old file stays as it was.
     pub fn write(&self, content: &[u8]) -> Result<(), FileError> {
+        self.write_with(|file| file.write_all(content))
+    }
+
+    /// Replaces the file with what `write` writes into a new, empty file
+    /// (it may seek: to fill in a header last, say), and returns what
+    /// `write` returned. On error the old file stays as it was.
+    pub fn write_with<T>(
+        &self,
+        write: impl FnOnce(&mut File) -> io::Result<T>,
+    ) -> Result<T, FileError> {
         let mut tmp = self.create_temp()?;
-        tmp.write_all(content)
-            .map_err(|e| io_error(&self.temp, "write", e))?;
+        let written = write(&mut tmp).map_err(|e| io_error(&self.temp, "write", e))?;
         tmp.sync_all()
             .map_err(|e| io_error(&self.temp, "sync", e))?;
         drop(tmp);
@@ -102,7 +111,8 @@ impl AtomicFile {
         // The rename is in the directory: sync it too, or a crash may undo it.
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
-            .map_err(|e| io_error(&self.dir, "sync", e))
+            .map_err(|e| io_error(&self.dir, "sync", e))?;
+        Ok(written)
     }
 
     fn create_temp(&self) -> Result<File, FileError> {

@@ -3,11 +3,18 @@
 //! ```text
 //!  offset  size  field
 //!  0       8     magic "SGPXSNAP"
-//!  8       4     format version (little endian; this proxy writes and reads 1)
+//!  8       4     format version (little endian; this proxy writes 2, reads 1 and 2)
 //!  12      4     CRC-32 of the payload
 //!  16      8     payload length
-//!  24      ...   payload: LZ4 (size-prepended) of the postcard encoding of [`Snapshot`]
+//!  24      ...   payload: the postcard encoding of [`Snapshot`], compressed:
+//!                version 2 as an LZ4 frame, version 1 as one size-prepended LZ4 block
 //! ```
+//!
+//! Version 2 is written as a stream — postcard into an LZ4 frame encoder into
+//! the file, the header filled in last — so no buffer ever holds the whole
+//! snapshot: version 1 built it three times over in memory (the objects'
+//! text, its postcard encoding, the compressed payload; about 5 MB with
+//! 10,000 endpoints at every write), and glibc kept that memory.
 //!
 //! The checksum covers every payload byte, so a torn or truncated write, a
 //! flipped bit or a foreign file is refused as a whole: a snapshot is served
@@ -15,59 +22,72 @@
 //! bytes the proxy serves and the upstream sent, so the format does not
 //! depend on the Kubernetes types a version of the proxy compiles in.
 
+use std::{
+    borrow::Cow,
+    io::{self, BufWriter, Read, Seek, SeekFrom, Write},
+};
+
 use serde::{Deserialize, Serialize};
 
 /// The file's first bytes.
 const MAGIC: &[u8; 8] = b"SGPXSNAP";
-/// The format this proxy writes; a file in another is discarded, never guessed at.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format this proxy writes; a file in another than this or
+/// [`BLOCK_VERSION`] is discarded, never guessed at.
+pub const FORMAT_VERSION: u32 = 2;
+/// The format of earlier proxies (one LZ4 block), still read.
+const BLOCK_VERSION: u32 = 1;
 const HEADER: usize = 24;
+/// The buffer between the compressor and the file.
+const WRITE_BUFFER: usize = 64 * 1024;
 /// The largest uncompressed payload read back (a snapshot of 10,000
 /// endpoints is about 1 MiB uncompressed).
 const MAX_PLAIN: u32 = 1 << 30;
 
 /// Everything a restarted proxy needs to serve what it served before.
+///
+/// Its text borrows from what it was taken from when written, and owns it
+/// when read back (`Snapshot<'static>`).
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Snapshot {
+pub struct Snapshot<'a> {
     /// The node the views were filtered for.
-    pub node: String,
+    pub node: Cow<'a, str>,
     /// When it was taken, in milliseconds since the epoch.
     pub written_ms: u64,
     /// The proxy's resourceVersion clock when it was taken.
     pub clock: u64,
     /// The EndpointSlice version the slices are stored in (`v1`, `v1beta1`).
-    pub slice_version: String,
+    pub slice_version: Cow<'a, str>,
     /// The served kinds.
-    pub kinds: Vec<KindSnapshot>,
+    pub kinds: Vec<KindSnapshot<'a>>,
 }
 
 /// One served kind.
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct KindSnapshot {
+pub struct KindSnapshot<'a> {
     /// The resource (`services`).
-    pub resource: String,
+    pub resource: Cow<'a, str>,
     /// Watches from a version at or below this one get 410.
     pub compacted_rv: u64,
     /// The newest version of this resource.
     pub last_rv: u64,
     /// The served objects: their JSON bodies, each with its resourceVersion.
-    pub objects: Vec<String>,
+    pub objects: Vec<Cow<'a, str>>,
     /// The newest logged events, oldest first, for watches resumed after a restart.
-    pub log: Vec<LoggedEvent>,
+    pub log: Vec<LoggedEvent<'a>>,
 }
 
 /// One logged event.
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct LoggedEvent {
+pub struct LoggedEvent<'a> {
     /// Its resourceVersion.
     pub rv: u64,
     /// `ADDED`, `MODIFIED` or `DELETED`.
-    pub event_type: String,
+    pub event_type: Cow<'a, str>,
     /// The object's JSON body at this event.
-    pub object: String,
+    pub object: Cow<'a, str>,
     /// The state before, when no earlier logged event of the same object
     /// carries it (None for ADDED, and when an earlier event does).
-    pub prev: Option<String>,
+    pub prev: Option<Cow<'a, str>>,
 }
 
 /// Why a snapshot file is not used.
@@ -77,7 +97,9 @@ pub enum FormatError {
     #[error("not a sitegrid-proxy snapshot (no SGPXSNAP header)")]
     Foreign,
     /// Written in another format.
-    #[error("format version {found}, this proxy reads version {FORMAT_VERSION}")]
+    #[error(
+        "format version {found}, this proxy reads versions {BLOCK_VERSION} and {FORMAT_VERSION}"
+    )]
     Version {
         /// The version in the file.
         found: u32,
@@ -98,22 +120,42 @@ pub enum FormatError {
     Payload(String),
 }
 
-impl Snapshot {
-    /// The file's bytes.
-    pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
-        let plain = postcard::to_stdvec(self).map_err(|e| FormatError::Payload(e.to_string()))?;
-        let payload = lz4_flex::compress_prepend_size(&plain);
-        let mut out = Vec::with_capacity(HEADER + payload.len());
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-        out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        out.extend_from_slice(&payload);
-        Ok(out)
+impl Snapshot<'_> {
+    /// Writes the file into `out` from its start, streaming (see the module
+    /// documentation), and returns its length.
+    pub fn write_to<W: Write + Seek>(&self, out: &mut W) -> io::Result<u64> {
+        out.seek(SeekFrom::Start(0))?;
+        out.write_all(&[0; HEADER])?;
+        let (crc, len) = {
+            let mut sink = Checksummed {
+                inner: BufWriter::with_capacity(WRITE_BUFFER, &mut *out),
+                crc: crc32fast::Hasher::new(),
+                len: 0,
+            };
+            let lz4 = postcard::to_io(self, lz4_flex::frame::FrameEncoder::new(&mut sink))
+                .map_err(io::Error::other)?;
+            lz4.finish().map_err(io::Error::other)?;
+            sink.inner.flush()?;
+            (sink.crc.clone().finalize(), sink.len)
+        };
+        out.seek(SeekFrom::Start(0))?;
+        out.write_all(&header(FORMAT_VERSION, crc, len))?;
+        out.flush()?;
+        Ok(HEADER as u64 + len)
     }
 
+    /// The file's bytes, in memory (tests and tools; the proxy streams them
+    /// with [`Snapshot::write_to`]).
+    pub fn encode(&self) -> io::Result<Vec<u8>> {
+        let mut out = io::Cursor::new(Vec::new());
+        self.write_to(&mut out)?;
+        Ok(out.into_inner())
+    }
+}
+
+impl Snapshot<'static> {
     /// Reads a file's bytes; any damage is an error, never a partial snapshot.
-    pub fn decode(bytes: &[u8]) -> Result<Snapshot, FormatError> {
+    pub fn decode(bytes: &[u8]) -> Result<Snapshot<'static>, FormatError> {
         if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
             return Err(FormatError::Foreign);
         }
@@ -124,7 +166,7 @@ impl Snapshot {
             })
         };
         let version = u32::from_le_bytes(field(8, 4)?.try_into().unwrap_or_default());
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != BLOCK_VERSION {
             return Err(FormatError::Version { found: version });
         }
         let crc = u32::from_le_bytes(field(12, 4)?.try_into().unwrap_or_default());
@@ -143,19 +185,67 @@ impl Snapshot {
         if bytes.len() != expected || crc32fast::hash(payload) != crc {
             return Err(FormatError::Checksum);
         }
-        // The size LZ4 announces is allocated up front: refuse an absurd one
-        // (a file written by hand) instead of aborting on allocation.
-        let announced = payload
-            .get(..4)
-            .map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap_or_default()));
-        if announced > MAX_PLAIN {
-            return Err(FormatError::Payload(format!(
-                "announces {announced} bytes uncompressed, more than {MAX_PLAIN}"
-            )));
-        }
-        let plain = lz4_flex::decompress_size_prepended(payload)
-            .map_err(|e| FormatError::Payload(e.to_string()))?;
+        let plain = if version == BLOCK_VERSION {
+            block_payload(payload)?
+        } else {
+            let mut plain = Vec::new();
+            lz4_flex::frame::FrameDecoder::new(payload)
+                .take(u64::from(MAX_PLAIN) + 1)
+                .read_to_end(&mut plain)
+                .map_err(|e| FormatError::Payload(e.to_string()))?;
+            if plain.len() > MAX_PLAIN as usize {
+                return Err(FormatError::Payload(format!(
+                    "more than {MAX_PLAIN} bytes uncompressed"
+                )));
+            }
+            plain
+        };
         postcard::from_bytes(&plain).map_err(|e| FormatError::Payload(e.to_string()))
+    }
+}
+
+/// The header of a file in `version` whose payload is `len` bytes with `crc`.
+fn header(version: u32, crc: u32, len: u64) -> [u8; HEADER] {
+    let mut out = [0; HEADER];
+    out[..8].copy_from_slice(MAGIC);
+    out[8..12].copy_from_slice(&version.to_le_bytes());
+    out[12..16].copy_from_slice(&crc.to_le_bytes());
+    out[16..24].copy_from_slice(&len.to_le_bytes());
+    out
+}
+
+/// A version 1 payload: one size-prepended LZ4 block.
+fn block_payload(payload: &[u8]) -> Result<Vec<u8>, FormatError> {
+    // The size LZ4 announces is allocated up front: refuse an absurd one
+    // (a file written by hand) instead of aborting on allocation.
+    let announced = payload
+        .get(..4)
+        .map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap_or_default()));
+    if announced > MAX_PLAIN {
+        return Err(FormatError::Payload(format!(
+            "announces {announced} bytes uncompressed, more than {MAX_PLAIN}"
+        )));
+    }
+    lz4_flex::decompress_size_prepended(payload).map_err(|e| FormatError::Payload(e.to_string()))
+}
+
+/// Counts and checksums what goes through it.
+struct Checksummed<W> {
+    inner: W,
+    crc: crc32fast::Hasher,
+    len: u64,
+}
+
+impl<W: Write> Write for Checksummed<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
     }
 }
 
@@ -163,7 +253,7 @@ impl Snapshot {
 mod tests {
     use super::*;
 
-    fn sample() -> Snapshot {
+    fn sample() -> Snapshot<'static> {
         Snapshot {
             node: "bj-1".into(),
             written_ms: 1_795_000_000_000,
@@ -196,8 +286,9 @@ mod tests {
             out.extend_from_slice(payload);
             out
         };
-        // LZ4 announcing 4 GiB.
-        let huge = seal(&[0xff, 0xff, 0xff, 0xff, 0x10, 0x41]);
+        // A version 1 block announcing 4 GiB.
+        let mut huge = seal(&[0xff, 0xff, 0xff, 0xff, 0x10, 0x41]);
+        huge[8..12].copy_from_slice(&BLOCK_VERSION.to_le_bytes());
         assert!(matches!(
             Snapshot::decode(&huge),
             Err(FormatError::Payload(_))
@@ -209,6 +300,9 @@ mod tests {
             let junk: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
             let _ = Snapshot::decode(&seal(&lz4_flex::compress_prepend_size(&junk)));
             let _ = Snapshot::decode(&seal(&junk));
+            let mut frame = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            frame.write_all(&junk).unwrap();
+            let _ = Snapshot::decode(&seal(&frame.finish().unwrap()));
         }
     }
 
@@ -216,6 +310,46 @@ mod tests {
     fn round_trips() {
         let bytes = sample().encode().unwrap();
         assert_eq!(Snapshot::decode(&bytes).unwrap(), sample());
+    }
+
+    /// A proxy upgraded from one that wrote version 1 starts from its snapshot.
+    #[test]
+    fn reads_the_block_format_earlier_proxies_wrote() {
+        let payload = lz4_flex::compress_prepend_size(&postcard::to_stdvec(&sample()).unwrap());
+        let mut file = header(
+            BLOCK_VERSION,
+            crc32fast::hash(&payload),
+            payload.len() as u64,
+        )
+        .to_vec();
+        file.extend_from_slice(&payload);
+        assert_eq!(Snapshot::decode(&file).unwrap(), sample());
+    }
+
+    /// Written over a longer file, the snapshot replaces it from the start
+    /// and its length is what was written.
+    #[test]
+    fn writes_a_stream_with_its_header_filled_in_last() {
+        let mut big = sample();
+        big.kinds[0].objects = (0..5_000)
+            .map(|i| {
+                format!(
+                    r#"{{"metadata":{{"name":"svc-{i}","resourceVersion":"{i}"}},"spec":{{}}}}"#
+                )
+                .into()
+            })
+            .collect();
+        let mut out = io::Cursor::new(Vec::new());
+        let len = big.write_to(&mut out).unwrap();
+        let bytes = out.into_inner();
+        assert_eq!(len, bytes.len() as u64);
+        assert_eq!(&bytes[8..12], &FORMAT_VERSION.to_le_bytes());
+        assert!(
+            bytes.len() < 250_000 / 3,
+            "compressed: {} bytes for about 250 kB of objects",
+            bytes.len()
+        );
+        assert_eq!(Snapshot::decode(&bytes).unwrap(), big);
     }
 
     #[test]

@@ -33,6 +33,7 @@
 mod format;
 
 use std::{
+    borrow::Cow,
     collections::HashMap,
     path::{Path, PathBuf},
     sync::{
@@ -225,7 +226,7 @@ impl RestoredKind {
             }
             after = e.rv;
             let object = Arc::new(view_of(&e.object).map_err(|err| format!("{what}: {err}"))?);
-            let event_type = match e.event_type.as_str() {
+            let event_type = match &*e.event_type {
                 "ADDED" => EventType::Added,
                 "MODIFIED" => EventType::Modified,
                 "DELETED" => EventType::Deleted,
@@ -286,12 +287,15 @@ impl Capture {
     /// The log bounds a capture keeps: `(events, bytes)` per kind.
     pub const LOG_BOUNDS: (usize, usize) = (LOG_EVENTS, LOG_BYTES);
 
-    /// The snapshot, as it will be written.
-    pub fn into_snapshot(self) -> Snapshot {
-        let text = |v: &View| String::from_utf8_lossy(v.native_body()).into_owned();
+    /// The snapshot, as it will be written: borrowing the views' bodies.
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        // Bodies are JSON, hence UTF-8: borrowed, never copied.
+        fn text(v: &View) -> Cow<'_, str> {
+            String::from_utf8_lossy(v.native_body())
+        }
         let kinds = self
             .kinds
-            .into_iter()
+            .iter()
             .map(|(kind, export)| {
                 let mut seen = std::collections::HashSet::new();
                 let log = export
@@ -299,7 +303,7 @@ impl Capture {
                     .iter()
                     .map(|e| LoggedEvent {
                         rv: e.rv,
-                        event_type: e.event_type.as_str().to_owned(),
+                        event_type: e.event_type.as_str().into(),
                         object: text(&e.object),
                         // The state before is the previous logged event's, except at
                         // an object's first event in the persisted log.
@@ -311,7 +315,7 @@ impl Capture {
                     })
                     .collect();
                 KindSnapshot {
-                    resource: kind.plural().to_owned(),
+                    resource: kind.plural().into(),
                     compacted_rv: export.compacted_rv,
                     last_rv: export.last_rv,
                     objects: export.objects.iter().map(|v| text(v)).collect(),
@@ -320,10 +324,10 @@ impl Capture {
             })
             .collect();
         Snapshot {
-            node: self.node,
+            node: self.node.as_str().into(),
             written_ms: millis(self.taken),
             clock: self.clock,
-            slice_version: self.slice_version.as_str().to_owned(),
+            slice_version: self.slice_version.as_str().into(),
             kinds,
         }
     }
@@ -339,19 +343,14 @@ impl Disk {
     /// recording the outcome in `status`.
     pub fn write(&self, capture: Capture, status: &PersistStatus) {
         let taken = capture.taken;
-        let result = capture
-            .into_snapshot()
-            .encode()
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| {
-                self.file
-                    .write(&bytes)
-                    .map(|()| bytes.len())
-                    .map_err(|e| e.to_string())
-            });
+        let snapshot = capture.snapshot();
+        let result = self
+            .file
+            .write_with(|file| snapshot.write_to(file))
+            .map_err(|e| e.to_string());
         match result {
             Ok(len) => {
-                status.written(taken, len as u64);
+                status.written(taken, len);
                 debug!(path = %self.path().display(), bytes = len, "snapshot written");
             }
             Err(e) => {
@@ -457,7 +456,7 @@ mod tests {
         )
     }
 
-    fn snapshot(kind: KindSnapshot) -> Snapshot {
+    fn snapshot(kind: KindSnapshot<'static>) -> Snapshot<'static> {
         Snapshot {
             node: "bj-1".into(),
             written_ms: 1_795_000_000_000,
@@ -467,22 +466,22 @@ mod tests {
         }
     }
 
-    fn services(objects: Vec<String>, log: Vec<LoggedEvent>) -> KindSnapshot {
+    fn services(objects: Vec<String>, log: Vec<LoggedEvent<'static>>) -> KindSnapshot<'static> {
         KindSnapshot {
             resource: "services".into(),
             compacted_rv: 10,
             last_rv: 20,
-            objects,
+            objects: objects.into_iter().map(Cow::Owned).collect(),
             log,
         }
     }
 
-    fn event(rv: u64, event_type: &str, prev: Option<String>) -> LoggedEvent {
+    fn event(rv: u64, event_type: &str, prev: Option<String>) -> LoggedEvent<'static> {
         LoggedEvent {
             rv,
-            event_type: event_type.into(),
-            object: body("a", rv),
-            prev,
+            event_type: event_type.to_owned().into(),
+            object: body("a", rv).into(),
+            prev: prev.map(Cow::Owned),
         }
     }
 

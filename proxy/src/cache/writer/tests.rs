@@ -422,7 +422,7 @@ fn exact_snapshot_rolls_back_and_old_versions_are_too_old() {
 
 /// What a restarted proxy gets from `cache`'s writer `p`: the snapshot's bytes, read back.
 fn restart_from(p: &Writer, node: &str) -> (Cache, super::WriterSlot) {
-    let bytes = p.capture().into_snapshot().encode().unwrap();
+    let bytes = p.capture().snapshot().encode().unwrap();
     let restored = crate::cache::persist::load(&bytes, node).unwrap();
     crate::cache::open(
         CacheConfig::default(),
@@ -556,7 +556,7 @@ fn after_a_restart_the_first_sync_sends_only_the_differences() {
 fn a_snapshot_taken_for_another_node_is_refused() {
     let (_cache, mut p) = writer("bj-1");
     two_sites(&mut p);
-    let bytes = p.capture().into_snapshot().encode().unwrap();
+    let bytes = p.capture().snapshot().encode().unwrap();
     let err = crate::cache::persist::load(&bytes, "gz-1").err().unwrap();
     assert!(err.contains("\"bj-1\""), "{err}");
     let err = crate::cache::persist::load(&bytes[..bytes.len() / 2], "bj-1")
