@@ -17,7 +17,7 @@ use sitegrid_loadtest::{
     report::{
         charts,
         env::{Env, Progress, Scale},
-        external,
+        external, faults,
         machine::Machine,
         markdown,
         model::Report,
@@ -37,6 +37,10 @@ enum Scenario {
     Memory,
     /// LIST latency at S2 and S3.
     List,
+    /// One watcher reading at 1 KB/s among 99: the others' latency, the slow one's 410.
+    Slow,
+    /// Upstream faults under churn: history compacted (410 → relist), upstream restart.
+    Faults,
     /// k6 and wrk, when installed.
     External,
 }
@@ -52,7 +56,7 @@ struct Args {
     #[arg(long)]
     proxy_bin: Option<PathBuf>,
     /// Scenarios to run, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Cold, Scenario::Churn, Scenario::Memory, Scenario::List, Scenario::External])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Cold, Scenario::Churn, Scenario::Memory, Scenario::List, Scenario::Slow, Scenario::Faults, Scenario::External])]
     scenarios: Vec<Scenario>,
     /// Where the report and its charts go.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/results"))]
@@ -96,6 +100,36 @@ struct Args {
     /// LIST: timed requests per target and scale.
     #[arg(long, default_value_t = 200)]
     list_iterations: usize,
+    /// Slow watcher and faults: the cluster.
+    #[arg(long, value_enum, default_value_t = Scale::S1)]
+    fault_scale: Scale,
+    /// Slow watcher and faults: churn rate, changes per second.
+    #[arg(long, default_value_t = 200.0)]
+    fault_rate: f64,
+    /// Slow watcher and faults: how long each run churns.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "20s")]
+    fault_duration: Duration,
+    /// Slow watcher and faults: full-speed watchers.
+    #[arg(long, default_value_t = 99)]
+    fault_watchers: usize,
+    /// Slow watcher: bytes a second it reads.
+    #[arg(long, default_value_t = 1024)]
+    slow_bytes_per_s: u64,
+    /// k6 and wrk: the k6 scripts.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/k6"))]
+    k6_dir: PathBuf,
+    /// k6 and wrk: the cluster.
+    #[arg(long, value_enum, default_value_t = Scale::S1)]
+    external_scale: Scale,
+    /// k6: concurrent watches.
+    #[arg(long, default_value_t = 1000)]
+    k6_watches: usize,
+    /// k6: LISTs a second.
+    #[arg(long, default_value_t = 100)]
+    k6_list_rate: u32,
+    /// k6: passthrough GETs a second.
+    #[arg(long, default_value_t = 500)]
+    k6_passthrough_rate: u32,
     /// k6 and wrk: how long each runs ("10s").
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     external_duration: Duration,
@@ -190,8 +224,41 @@ async fn run(args: Args) -> Result<()> {
                     Err(e) => failures.push(failed("LIST", e)),
                 }
             }
+            Scenario::Slow => match faults::slow_reader(
+                &env,
+                args.fault_scale,
+                args.fault_watchers,
+                args.slow_bytes_per_s,
+                args.fault_rate,
+                args.fault_duration,
+            )
+            .await
+            {
+                Ok(s) => report.slow = Some(s),
+                Err(e) => failures.push(failed("slow watcher", e)),
+            },
+            Scenario::Faults => match faults::upstream_faults(
+                &env,
+                args.fault_scale,
+                args.fault_watchers,
+                args.fault_rate,
+                args.fault_duration,
+            )
+            .await
+            {
+                Ok(rows) => report.faults = rows,
+                Err(e) => failures.push(failed("upstream faults", e)),
+            },
             Scenario::External => {
-                match external::run(&env, args.churn_scale, args.external_duration).await {
+                let cfg = external::ExternalConfig {
+                    k6_dir: args.k6_dir.clone(),
+                    scale: args.external_scale,
+                    duration: args.external_duration,
+                    watches: args.k6_watches,
+                    list_rate: args.k6_list_rate,
+                    passthrough_rate: args.k6_passthrough_rate,
+                };
+                match external::run(&env, &cfg).await {
                     Ok(rows) => report.external = rows,
                     Err(e) => failures.push(failed("k6/wrk", e)),
                 }

@@ -5,7 +5,7 @@ use std::{
     io::IsTerminal, net::SocketAddr, path::PathBuf, process::Child, sync::Arc, time::Duration,
 };
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use parking_lot::Mutex;
 use sitegrid_fakeapi::{sample::SyntheticSize, ApiServer, ApiServerConfig, ServerHandle};
 use tokio::{task::JoinHandle, time::Instant};
@@ -68,29 +68,61 @@ impl Scale {
     }
 }
 
+/// Watch events the upstream keeps for resume: 10 s at 2,000 changes/s
+/// (the in-memory server's default of 1,000 would send lagging direct
+/// watchers 410s at the highest rate; kube-apiserver's watch cache keeps
+/// minutes).
+const HISTORY: usize = 20_000;
+
 /// The in-memory upstream holding a cluster, served on loopback.
 pub struct Upstream {
     /// The server, to change objects.
     pub api: ApiServer,
     /// Its socket (dropping it stops serving).
-    pub handle: ServerHandle,
+    handle: Option<ServerHandle>,
+    addr: SocketAddr,
 }
 
 impl Upstream {
     /// `size`'s cluster, served.
     pub async fn start(size: &SyntheticSize) -> Result<Upstream> {
-        let api = ApiServer::new(ApiServerConfig::default());
+        let api = ApiServer::new(ApiServerConfig {
+            history: HISTORY,
+            ..ApiServerConfig::default()
+        });
         for obj in size.objects("v1") {
             api.try_apply(obj)
                 .map_err(|s| anyhow!("loading the synthetic cluster: {s}"))?;
         }
         let handle = api.serve("127.0.0.1:0".parse()?).await?;
-        Ok(Upstream { api, handle })
+        let addr = handle.local_addr();
+        Ok(Upstream {
+            api,
+            handle: Some(handle),
+            addr,
+        })
     }
 
     /// Its address.
     pub fn addr(&self) -> SocketAddr {
-        self.handle.local_addr()
+        self.addr
+    }
+
+    /// Stops serving (every connection closed, watches included) for
+    /// `down`, then serves the same objects on the same address again, as
+    /// kube-apiserver restarting in front of its etcd.
+    pub async fn restart(&mut self, down: Duration) -> Result<()> {
+        if let Some(h) = self.handle.take() {
+            h.shutdown().await;
+        }
+        tokio::time::sleep(down).await;
+        let handle = self
+            .api
+            .serve(self.addr)
+            .await
+            .with_context(|| format!("serving again on {}", self.addr))?;
+        self.handle = Some(handle);
+        Ok(())
     }
 }
 
@@ -170,12 +202,20 @@ impl ProxyProcess {
     /// Starts the proxy against `upstream`; its RSS is sampled every 100 ms
     /// into a series named `label`. Does not wait for it to serve.
     pub fn spawn(env: &Env, upstream: SocketAddr, label: &str) -> Result<ProxyProcess> {
-        let (child, addr) = spawn_proxy(
-            &env.proxy_bin,
-            &format!("http://{upstream}"),
-            &env.proxy_flags,
-        )
-        .map_err(|e| anyhow!("starting {}: {e}", env.proxy_bin.display()))?;
+        Self::spawn_with(env, upstream, label, &[])
+    }
+
+    /// [`ProxyProcess::spawn`] with `extra` flags after the run's own.
+    pub fn spawn_with(
+        env: &Env,
+        upstream: SocketAddr,
+        label: &str,
+        extra: &[&str],
+    ) -> Result<ProxyProcess> {
+        let mut flags = env.proxy_flags.clone();
+        flags.extend(extra.iter().map(|f| (*f).to_owned()));
+        let (child, addr) = spawn_proxy(&env.proxy_bin, &format!("http://{upstream}"), &flags)
+            .map_err(|e| anyhow!("starting {}: {e}", env.proxy_bin.display()))?;
         let pid = child.id();
         let series = {
             let mut all = env.rss.lock();

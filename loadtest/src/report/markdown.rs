@@ -103,6 +103,21 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
             );
         }
         let _ = writeln!(o, "\nThe proxy's CPU in a direct row is what following the upstream costs it with no watcher of its own.\n");
+        for c in r
+            .churn
+            .iter()
+            .filter(|c| c.writer_behind > Duration::from_millis(100))
+        {
+            let _ = writeln!(
+                o,
+                "**At {} changes/s ({}) the writer fell behind its schedule by up to {}**: this host \
+                 (load generator, watchers and proxy together) was saturated, so the figures of that \
+                 row measure the host as much as the target.\n",
+                c.rate,
+                c.target.name(),
+                ms(c.writer_behind)
+            );
+        }
     }
     if let Some((latency, rss)) = charts {
         let _ = writeln!(

@@ -14,6 +14,7 @@ pub mod charts;
 pub mod churn;
 pub mod env;
 pub mod external;
+pub mod faults;
 pub mod frame;
 pub mod goals;
 pub mod ledger;

@@ -24,7 +24,7 @@ pub const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 const SYNC_LIMIT: Duration = Duration::from_secs(120);
 
 /// Latencies of all watchers, merged.
-fn merged(results: &[WatcherResult]) -> Histogram<u64> {
+pub fn merged(results: &[WatcherResult]) -> Histogram<u64> {
     let mut h = histogram();
     for r in results {
         // Same bounds on both sides (histogram()): adding cannot fail.
