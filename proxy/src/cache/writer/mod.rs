@@ -32,7 +32,7 @@ use super::{
     Cache, Change, EventType, Shared, View,
 };
 use crate::upstream::UpstreamObject;
-use incoming::{Incoming, Once, Stored};
+use incoming::{Dictionary, Incoming, Once, Stored};
 use persisting::Persister;
 use project::SlicesByService;
 use unreadable::Skipped;
@@ -94,6 +94,8 @@ impl WriterSlot {
 struct Upstream {
     /// The objects by key.
     objects: BTreeMap<String, Stored>,
+    /// What their kept copies are compressed against.
+    dictionary: Dictionary,
     /// A relist in progress: the objects listed so far.
     relist: Option<BTreeMap<String, Incoming>>,
     /// Objects of the relist in progress that were skipped (unreadable):
@@ -185,13 +187,16 @@ impl Writer {
                 self.readable_again(kind, &obj.key());
                 // Kept compact until the list completes: a relist of thousands of
                 // objects must not hold them all as parsed metadata.
-                let buf = self.upstream[kind].relist.get_or_insert_with(BTreeMap::new);
-                buf.insert(obj.key(), Incoming::new(kind, obj));
+                let up = &mut self.upstream[kind];
+                let buf = up.relist.get_or_insert_with(BTreeMap::new);
+                buf.insert(obj.key(), Incoming::new(kind, obj, &mut up.dictionary));
             }
             watcher::Event::InitDone => self.relisted(kind, &mut batch),
             watcher::Event::Apply(obj) => {
                 self.readable_again(kind, &obj.key());
-                let upserted = vec![(obj.key(), Incoming::new(kind, obj))];
+                let key = obj.key();
+                let incoming = Incoming::new(kind, obj, &mut self.upstream[kind].dictionary);
+                let upserted = vec![(key, incoming)];
                 self.changed(kind, upserted, Vec::new(), &mut batch);
             }
             // A deletion needs the key only, which even an unreadable object has.
@@ -203,10 +208,11 @@ impl Writer {
             watcher::Event::Delete(obj) => {
                 let key = obj.key();
                 self.readable_again(kind, &key);
-                let old = self.upstream[kind]
+                let up = &mut self.upstream[kind];
+                let old = up
                     .objects
                     .remove(&key)
-                    .unwrap_or_else(|| Stored::of(kind, &obj));
+                    .unwrap_or_else(|| Stored::of(kind, &obj, &mut up.dictionary));
                 self.changed(kind, Vec::new(), vec![(key, old)], &mut batch);
             }
         }

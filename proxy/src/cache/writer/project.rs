@@ -169,11 +169,8 @@ impl Writer {
 
     pub(super) fn project_endpoints(&mut self, key: &str, batch: &mut Batch) {
         // Gone upstream: gone from the view, whatever the topology.
-        let Some(mut value) = self.upstream[ResourceKind::Endpoints]
-            .objects
-            .get(key)
-            .and_then(Stored::value)
-        else {
+        let up = &self.upstream[ResourceKind::Endpoints];
+        let Some(mut value) = up.objects.get(key).and_then(|s| s.value(&up.dictionary)) else {
             self.emit(ResourceKind::Endpoints, key, None, batch);
             return;
         };
@@ -199,7 +196,8 @@ impl Writer {
         let mut values: Vec<(String, serde_json::Value)> = slice_keys
             .into_iter()
             .filter_map(|k| {
-                let v = self.slice(&k)?.value()?;
+                let dict = &self.upstream[ResourceKind::EndpointSlices].dictionary;
+                let v = self.slice(&k)?.value(dict)?;
                 Some((k, v))
             })
             .collect();
@@ -224,7 +222,8 @@ impl Writer {
         if !self.topology_ready() {
             return;
         }
-        let value = self.slice(key).and_then(Stored::value);
+        let dict = &self.upstream[ResourceKind::EndpointSlices].dictionary;
+        let value = self.slice(key).and_then(|s| s.value(dict));
         self.emit(ResourceKind::EndpointSlices, key, value, batch);
     }
 }
