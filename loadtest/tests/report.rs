@@ -142,6 +142,7 @@ async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
                 },
             })
             .collect(),
+        bursts: Vec::new(),
         slow: None,
         faults: Vec::new(),
         external: Vec::new(),

@@ -37,6 +37,8 @@ enum Scenario {
     Memory,
     /// LIST latency at S2 and S3.
     List,
+    /// Many changes written at once (a rolling update's worth).
+    Burst,
     /// One watcher reading at 1 KB/s among 99: the others' latency, the slow one's 410.
     Slow,
     /// Upstream faults under churn: history compacted (410 → relist), upstream restart.
@@ -56,7 +58,7 @@ struct Args {
     #[arg(long)]
     proxy_bin: Option<PathBuf>,
     /// Scenarios to run, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Cold, Scenario::Churn, Scenario::Memory, Scenario::List, Scenario::Slow, Scenario::Faults, Scenario::External])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Cold, Scenario::Churn, Scenario::Memory, Scenario::List, Scenario::Burst, Scenario::Slow, Scenario::Faults, Scenario::External])]
     scenarios: Vec<Scenario>,
     /// Where the report and its charts go.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/results"))]
@@ -112,6 +114,9 @@ struct Args {
     /// Slow watcher and faults: full-speed watchers.
     #[arg(long, default_value_t = 99)]
     fault_watchers: usize,
+    /// Burst: changes written back to back (the watchers and cluster are the faults').
+    #[arg(long, default_value_t = 1000)]
+    burst_changes: u64,
     /// Slow watcher: bytes a second it reads.
     #[arg(long, default_value_t = 1024)]
     slow_bytes_per_s: u64,
@@ -180,6 +185,7 @@ async fn run(args: Args) -> Result<()> {
         churn: Vec::new(),
         memory: None,
         lists: Vec::new(),
+        bursts: Vec::new(),
         slow: None,
         faults: Vec::new(),
         external: Vec::new(),
@@ -224,6 +230,17 @@ async fn run(args: Args) -> Result<()> {
                     Err(e) => failures.push(failed("LIST", e)),
                 }
             }
+            Scenario::Burst => match faults::bursts(
+                &env,
+                args.fault_scale,
+                args.fault_watchers,
+                args.burst_changes,
+            )
+            .await
+            {
+                Ok(rows) => report.bursts = rows,
+                Err(e) => failures.push(failed("bursts", e)),
+            },
             Scenario::Slow => match faults::slow_reader(
                 &env,
                 args.fault_scale,

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::{
     churn::Churner,
     env::{Env, ProxyProcess, Scale, Upstream},
-    model::{FaultRow, Lost, Percentiles, SlowReader, Target},
+    model::{BurstRow, FaultRow, Lost, Percentiles, SlowReader, Target},
     probe::{Probe, ProbeConfig},
     scenarios::{merged, SLICES},
 };
@@ -177,5 +177,53 @@ pub async fn upstream_faults(
         }
     }
     env.progress.done("upstream faults: done");
+    Ok(rows)
+}
+
+/// Bursts: `changes` changes written back to back (a rolling update's
+/// worth at once) to `watchers` watchers, directly and through the proxy.
+pub async fn bursts(
+    env: &Env,
+    scale: Scale,
+    watchers: usize,
+    changes: u64,
+) -> Result<Vec<BurstRow>> {
+    let up = Upstream::start(&scale.size(env.nodes_per_site)).await?;
+    let proxy = ProxyProcess::spawn(env, up.addr(), "bursts")?;
+    proxy.wait_served().await?;
+    let mut churner = Churner::new(&up.api)?;
+    let mut rows = Vec::new();
+    for target in [Target::Direct, Target::Proxy] {
+        let addr = match target {
+            Target::Direct => up.addr(),
+            Target::Proxy => proxy.addr,
+        };
+        env.progress
+            .show(&format!("burst of {changes} changes: {}", target.name()));
+        let probe = Probe::start(
+            ProbeConfig {
+                addr,
+                path: SLICES.into(),
+                watchers,
+                slow: None,
+            },
+            churner.ledger(),
+        );
+        probe.wait_synced(Duration::from_secs(120)).await?;
+        let at = Instant::now();
+        churner.burst(changes)?;
+        probe.drain(RECOVERY_LIMIT).await;
+        let delivered_in = probe.caught_up().then(|| at.elapsed());
+        let results = probe.stop().await?;
+        rows.push(BurstRow {
+            target,
+            changes,
+            watchers: results.len(),
+            latency: Percentiles::of(&merged(&results)),
+            delivered_in,
+            lost: Lost::of(&results),
+        });
+    }
+    env.progress.done("bursts: done");
     Ok(rows)
 }

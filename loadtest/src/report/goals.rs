@@ -246,6 +246,7 @@ fn lost(r: &Report) -> GoalRow {
         .map(|c| c.lost)
         .chain(r.churn.iter().map(|c| c.lost))
         .chain(r.faults.iter().map(|f| f.lost))
+        .chain(r.bursts.iter().map(|b| b.lost))
         .chain(r.slow.iter().map(|s| s.lost))
     {
         total += l.total();

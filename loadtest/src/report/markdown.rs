@@ -165,6 +165,24 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
         }
         let _ = writeln!(o);
     }
+    if !r.bursts.is_empty() {
+        let _ = writeln!(o, "## Bursts\n\n| changes at once | target | watchers | p50 | p99 | max | all delivered in | lost |\n|---|---|---|---|---|---|---|---|");
+        for b in &r.bursts {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                b.changes,
+                b.target.name(),
+                b.watchers,
+                ms(b.latency.p50),
+                ms(b.latency.p99),
+                ms(b.latency.max),
+                b.delivered_in.map_or("not within the limit".into(), ms),
+                lost(&b.lost)
+            );
+        }
+        let _ = writeln!(o);
+    }
     if let Some(s) = &r.slow {
         let _ = writeln!(
             o,

@@ -223,6 +223,23 @@ pub struct FaultRow {
     pub lost: Lost,
 }
 
+/// A burst: many changes written at once.
+#[derive(Debug, Clone)]
+pub struct BurstRow {
+    /// Proxy or direct.
+    pub target: Target,
+    /// Changes written back to back.
+    pub changes: u64,
+    /// Watchers.
+    pub watchers: usize,
+    /// Send → arrival over all events.
+    pub latency: Percentiles,
+    /// From the first write to every watcher knowing every change.
+    pub delivered_in: Option<Duration>,
+    /// Lost events.
+    pub lost: Lost,
+}
+
 /// A load tool's (k6, wrk) result, or why it was skipped.
 #[derive(Debug, Clone)]
 pub struct ExternalRow {
@@ -262,6 +279,8 @@ pub struct Report {
     pub memory: Option<Memory>,
     /// LISTs.
     pub lists: Vec<ListRow>,
+    /// Bursts.
+    pub bursts: Vec<BurstRow>,
     /// Slow reader.
     pub slow: Option<SlowReader>,
     /// Faults.
