@@ -77,10 +77,12 @@ pub struct Sizes {
 }
 
 /// What a logged event pins, about: its state's JSON body, the JSON watch
-/// frame made from it once a watcher asks (as long again), and the bookkeeping.
-/// (Its previous state is the previous event's, or a served object's.)
+/// frame made from it once a watcher asks (as long again), the protobuf
+/// message and frame once a protobuf watcher (kube-proxy) asks (about half
+/// as long each), and the bookkeeping. (Its previous state is the previous
+/// event's, or a served object's.)
 fn weight(event: &Event) -> usize {
-    2 * event.object.body_len() + 256
+    3 * event.object.body_len() + 256
 }
 
 /// The requested version is older than the log holds.
