@@ -125,7 +125,7 @@ impl Store {
         }
         let mut st = self.state.write();
         for change in changes {
-            let key = change.object.key.clone();
+            let key = change.object.key().to_owned();
             let rv = change.object.rv;
             let prev = match change.event_type {
                 EventType::Deleted => st.objects.remove(&key),
@@ -189,7 +189,7 @@ impl Store {
         st.objects = export
             .objects
             .into_iter()
-            .map(|v| (v.key.clone(), v))
+            .map(|v| (v.key().to_owned(), v))
             .collect();
         st.log_bytes = export.log.iter().map(|e| weight(e)).sum();
         st.log = export.log.into();
@@ -236,12 +236,12 @@ impl Store {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for ev in st.log.iter().rev().take_while(|e| e.rv > rv) {
-            if !in_scope(&ev.object.key) {
+            if !in_scope(ev.object.key()) {
                 continue;
             }
             match &ev.prev {
-                Some(prev) => objects.insert(prev.key.clone(), prev.clone()),
-                None => objects.remove(&ev.object.key),
+                Some(prev) => objects.insert(prev.key().to_owned(), prev.clone()),
+                None => objects.remove(ev.object.key()),
             };
         }
         Ok(objects.into_values().collect())

@@ -13,14 +13,17 @@ use super::{
 use crate::upstream::object_key;
 
 /// One object in a resource's served state, at one proxy resourceVersion.
+///
+/// Thousands are cached, and the resume log holds more: its fields are kept
+/// to one allocation each (the key with the name inside it, the labels in
+/// one string; the second EndpointSlice version boxed, as most objects never
+/// need it).
 #[derive(Debug)]
 pub struct View {
     /// `ns/name` or `name`: the store key, in kube-apiserver's list order.
-    pub key: String,
-    /// Namespace (None for cluster-scoped kinds).
-    pub namespace: Option<String>,
-    /// Object name.
-    pub name: String,
+    key: Box<str>,
+    /// Where the name starts in `key` (0: cluster-scoped).
+    name_at: u32,
     /// `metadata.labels`, for label selectors.
     pub labels: ViewLabels,
     /// `spec.unschedulable` (nodes' extra field selector).
@@ -30,7 +33,7 @@ pub struct View {
     /// The body in the version the upstream serves (the cache's native version).
     body: Encoded,
     /// The body in the other EndpointSlice version, converted on first use.
-    other: OnceLock<Encoded>,
+    other: OnceLock<Box<Encoded>>,
     /// The protobuf message per served API version, encoded on first use.
     protobuf: [OnceLock<Bytes>; 2],
 }
@@ -40,10 +43,9 @@ impl View {
     pub fn new(obj: &Map<String, Value>, rv: u64) -> View {
         let meta = obj.get("metadata");
         let text = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str);
-        let namespace = text("namespace")
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned);
-        let name = text("name").unwrap_or_default().to_owned();
+        let namespace = text("namespace").filter(|s| !s.is_empty());
+        let name = text("name").unwrap_or_default();
+        let key = object_key(namespace, name);
         let labels = ViewLabels::from_json(meta.and_then(|m| m.get("labels")));
         let unschedulable = obj
             .get("spec")
@@ -51,9 +53,9 @@ impl View {
             .and_then(Value::as_bool)
             .unwrap_or(false);
         View {
-            key: object_key(namespace.as_deref(), &name),
-            namespace,
-            name,
+            // Names are at most 253 bytes, namespaces 63: the offset fits.
+            name_at: u32::try_from(key.len() - name.len()).unwrap_or(0),
+            key: key.into_boxed_str(),
             labels,
             unschedulable,
             rv,
@@ -67,8 +69,7 @@ impl View {
     pub fn with_rv(&self, rv: u64) -> View {
         View {
             key: self.key.clone(),
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
+            name_at: self.name_at,
             labels: self.labels.clone(),
             unschedulable: self.unschedulable,
             rv,
@@ -76,6 +77,22 @@ impl View {
             other: OnceLock::new(),
             protobuf: Default::default(),
         }
+    }
+
+    /// `ns/name` or `name`: the store key, in kube-apiserver's list order.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The object's name.
+    pub fn name(&self) -> &str {
+        self.key.get(self.name_at as usize..).unwrap_or_default()
+    }
+
+    /// The object's namespace (None for cluster-scoped kinds).
+    pub fn namespace(&self) -> Option<&str> {
+        let slash = (self.name_at as usize).checked_sub(1)?;
+        self.key.get(..slash)
     }
 
     /// Whether the content (everything but the resourceVersion) equals `other`'s.
@@ -93,10 +110,10 @@ impl View {
         self.other.get_or_init(|| {
             let mut value = self.body.to_value();
             version.convert_slice(&mut value);
-            match value {
+            Box::new(match value {
                 Value::Object(map) => encode_body(&map, self.rv),
                 _ => self.body.clone(),
-            }
+            })
         })
     }
 
@@ -131,38 +148,102 @@ impl View {
     /// A field for field selectors, as kube-apiserver exposes it.
     pub fn field(&self, field: &str) -> Option<String> {
         match field {
-            "metadata.name" => Some(self.name.clone()),
-            "metadata.namespace" => Some(self.namespace.clone().unwrap_or_default()),
+            "metadata.name" => Some(self.name().to_owned()),
+            "metadata.namespace" => Some(self.namespace().unwrap_or_default().to_owned()),
             "spec.unschedulable" => Some(self.unschedulable.to_string()),
             _ => None,
         }
     }
 }
 
-/// An object's labels, sorted by key in one allocation: a `BTreeMap` would
-/// cost a ~500-byte node even for one label, on every cached object.
+/// An object's labels in one allocation: `key\0value\0key\0value`, sorted
+/// by key. A `BTreeMap` would cost a ~500-byte node even for one label, and
+/// boxed strings two allocations per label, on every cached object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ViewLabels(Box<[(Box<str>, Box<str>)]>);
+pub struct ViewLabels(Box<str>);
 
 impl ViewLabels {
-    /// Reads `metadata.labels` (string values only).
+    /// Reads `metadata.labels` (string values only; a label holding a NUL,
+    /// which the API server never accepts, is left out).
     pub fn from_json(labels: Option<&Value>) -> ViewLabels {
-        let mut pairs: Vec<(Box<str>, Box<str>)> = labels
+        let mut pairs: Vec<(&str, &str)> = labels
             .and_then(Value::as_object)
             .into_iter()
             .flatten()
-            .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
+            .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+            .filter(|(k, v)| !k.contains('\0') && !v.contains('\0'))
             .collect();
         pairs.sort();
-        ViewLabels(pairs.into_boxed_slice())
+        let mut joined =
+            String::with_capacity(pairs.iter().map(|(k, v)| k.len() + v.len() + 2).sum());
+        for (i, (k, v)) in pairs.iter().enumerate() {
+            if i > 0 {
+                joined.push('\0');
+            }
+            joined.push_str(k);
+            joined.push('\0');
+            joined.push_str(v);
+        }
+        ViewLabels(joined.into_boxed_str())
+    }
+
+    /// The labels, by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        let mut parts = self.0.split('\0').filter(|_| !self.0.is_empty());
+        std::iter::from_fn(move || Some((parts.next()?, parts.next()?)))
     }
 }
 
 impl sitegrid_apimachinery::selector::Labels for ViewLabels {
     fn get(&self, key: &str) -> Option<&str> {
-        self.0
-            .binary_search_by(|(k, _)| (**k).cmp(key))
-            .ok()
-            .map(|i| &*self.0[i].1)
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use sitegrid_apimachinery::selector::Labels;
+
+    use super::*;
+
+    #[test]
+    fn labels_are_read_back_sorted_and_found_by_key() {
+        let labels = ViewLabels::from_json(Some(&json!({"b": "2", "a": "", "n": 3, "c/d": "x"})));
+        assert_eq!(
+            labels.iter().collect::<Vec<_>>(),
+            [("a", ""), ("b", "2"), ("c/d", "x")]
+        );
+        assert_eq!(
+            (labels.get("a"), labels.get("b"), labels.get("c/d")),
+            (Some(""), Some("2"), Some("x"))
+        );
+        assert_eq!(
+            (labels.get("n"), labels.get("z"), labels.get("2")),
+            (None, None, None)
+        );
+        assert_eq!(ViewLabels::from_json(None).iter().count(), 0);
+        let odd = ViewLabels::from_json(Some(&json!({"k\0": "v", "ok": "v\0", "x": "y"})));
+        assert_eq!(odd.iter().collect::<Vec<_>>(), [("x", "y")]);
+    }
+
+    #[test]
+    fn name_and_namespace_come_from_the_key() {
+        let obj = |v: Value| View::new(v.as_object().unwrap(), 1);
+        let namespaced = obj(json!({"metadata": {"name": "web", "namespace": "default"}}));
+        assert_eq!(
+            (namespaced.key(), namespaced.name(), namespaced.namespace()),
+            ("default/web", "web", Some("default"))
+        );
+        let cluster = obj(json!({"metadata": {"name": "node-1", "namespace": ""}}));
+        assert_eq!(
+            (cluster.key(), cluster.name(), cluster.namespace()),
+            ("node-1", "node-1", None)
+        );
+        let nameless = obj(json!({"metadata": {}}));
+        assert_eq!(
+            (nameless.key(), nameless.name(), nameless.namespace()),
+            ("", "", None)
+        );
     }
 }

@@ -71,7 +71,7 @@ pub async fn list(cache: &Cache, req: &CachedRequest, list: &ListRequest) -> Res
     let filter = &list.filter;
     let mut matching = objects
         .into_iter()
-        .filter(|v| start.is_empty() || v.key.as_str() >= start.as_str())
+        .filter(|v| start.is_empty() || v.key() >= start.as_str())
         .filter(|v| filter.matches(v));
     let mut meta = PageMeta {
         rv: list_rv,
@@ -88,7 +88,7 @@ pub async fn list(cache: &Cache, req: &CachedRequest, list: &ListRequest) -> Res
     if let (true, Some(last)) = (remaining > 0, items.last()) {
         let token = ContinueToken {
             rv: list_rv as i64,
-            start: next_start(&last.key[prefix.len()..]),
+            start: next_start(&last.key()[prefix.len()..]),
         };
         meta.continue_token = Some(token.encode());
         if filter.selects_everything() {

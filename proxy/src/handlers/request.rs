@@ -202,7 +202,7 @@ impl Filter {
     /// Whether `view` is in scope and matches both selectors.
     pub fn matches(&self, view: &View) -> bool {
         if let Some(ns) = &self.namespace {
-            if view.namespace.as_deref() != Some(ns.as_str()) {
+            if view.namespace() != Some(ns.as_str()) {
                 return false;
             }
         }

@@ -213,7 +213,7 @@ impl RestoredKind {
         for body in &k.objects {
             let view = view_of(body).map_err(|e| format!("{what}: {e}"))?;
             if view.rv > k.last_rv {
-                return Err(format!("{what}: {} is newer than the resource", view.key));
+                return Err(format!("{what}: {} is newer than the resource", view.key()));
             }
             objects.push(Arc::new(view));
         }
@@ -238,12 +238,12 @@ impl RestoredKind {
                     view_of(body).map_err(|err| format!("{what}: {err}"))?,
                 )),
                 (None, _) => Some(
-                    last.get(&object.key)
+                    last.get(object.key())
                         .cloned()
-                        .ok_or_else(|| format!("{what}: {} has no earlier state", object.key))?,
+                        .ok_or_else(|| format!("{what}: {} has no earlier state", object.key()))?,
                 ),
             };
-            last.insert(object.key.clone(), object.clone());
+            last.insert(object.key().to_owned(), object.clone());
             log.push(Arc::new(Event::new(e.rv, event_type, object, prev)));
         }
         Ok(RestoredKind {
@@ -307,7 +307,7 @@ impl Capture {
                         object: text(&e.object),
                         // The state before is the previous logged event's, except at
                         // an object's first event in the persisted log.
-                        prev: if seen.insert(e.object.key.clone()) {
+                        prev: if seen.insert(e.object.key().to_owned()) {
                             e.prev.as_deref().map(text)
                         } else {
                             None

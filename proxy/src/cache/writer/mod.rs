@@ -243,11 +243,11 @@ impl Writer {
                 served
                     .iter()
                     .filter(|v| {
-                        !fresh.contains_key(&v.key)
-                            && !kept.contains(&v.key)
-                            && !self.upstream[kind].objects.contains_key(&v.key)
+                        !fresh.contains_key(v.key())
+                            && !kept.contains(v.key())
+                            && !self.upstream[kind].objects.contains_key(v.key())
                     })
-                    .map(|v| (v.key.clone(), Stored::unknown()))
+                    .map(|v| (v.key().to_owned(), Stored::unknown()))
                     .collect()
             } else {
                 Vec::new()
@@ -409,7 +409,7 @@ fn pending(changes: &[Change], key: &str) -> Option<Option<Arc<View>>> {
     changes
         .iter()
         .rev()
-        .find(|c| c.object.key == key)
+        .find(|c| c.object.key() == key)
         .map(|c| match c.event_type {
             EventType::Deleted => None,
             _ => Some(c.object.clone()),

@@ -68,13 +68,13 @@ impl Writer {
         for view in services {
             let annotations = string_map(&view.native_body_value(), "annotations");
             if let Ok(Some(keys)) = TopologyKeys::from_annotations(Some(&annotations)) {
-                self.services.insert(view.key.clone(), keys);
+                self.services.insert(view.key().to_owned(), keys);
             }
         }
         let (nodes, _) = self.cache.store(ResourceKind::Nodes).snapshot("");
         for view in nodes {
             let labels = string_map(&view.native_body_value(), "labels");
-            self.nodes.insert(view.key.clone(), labels);
+            self.nodes.insert(view.key().to_owned(), labels);
         }
     }
 

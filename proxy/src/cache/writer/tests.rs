@@ -217,7 +217,7 @@ fn node_relabel_emits_modified_for_affected_views_only() {
     let changed: Vec<_> = sub
         .replay
         .iter()
-        .map(|e| (e.event_type, e.object.key.clone()))
+        .map(|e| (e.event_type, e.object.key().to_owned()))
         .collect();
     assert_eq!(
         changed,
@@ -293,7 +293,7 @@ fn relist_emits_only_the_differences_in_one_atomic_batch() {
     let mut changed: Vec<_> = sub
         .replay
         .iter()
-        .map(|e| (e.event_type, e.object.key.as_str()))
+        .map(|e| (e.event_type, e.object.key()))
         .collect();
     changed.sort_by_key(|(_, k)| *k);
     assert_eq!(
@@ -388,7 +388,10 @@ fn exact_snapshot_rolls_back_and_old_versions_are_too_old() {
         W::Apply(endpoints("plain-echo", &[("10.0.1.1", "bj-1")], 70)),
     );
     let old = cache.store(Endpoints).snapshot_at(at, "").unwrap();
-    let plain = old.iter().find(|v| v.key == "default/plain-echo").unwrap();
+    let plain = old
+        .iter()
+        .find(|v| v.key() == "default/plain-echo")
+        .unwrap();
     assert!(plain.rv <= at);
     let ips_then: Vec<String> = plain.body(ApiVersion::V1, ApiVersion::V1).to_value()["subsets"][0]
         ["addresses"]
@@ -438,7 +441,7 @@ fn served(cache: &Cache, kind: ResourceKind) -> Vec<(String, u64, bytes::Bytes)>
     let (views, _) = cache.store(kind).snapshot("");
     views
         .iter()
-        .map(|v| (v.key.clone(), v.rv, v.native_body().clone()))
+        .map(|v| (v.key().to_owned(), v.rv, v.native_body().clone()))
         .collect()
 }
 
@@ -472,7 +475,7 @@ fn a_restored_cache_serves_the_same_objects_versions_and_resume_log() {
     let replayed: Vec<(EventType, String)> = sub
         .replay
         .iter()
-        .map(|e| (e.event_type, e.object.key.clone()))
+        .map(|e| (e.event_type, e.object.key().to_owned()))
         .collect();
     assert_eq!(
         replayed,
@@ -535,7 +538,7 @@ fn after_a_restart_the_first_sync_sends_only_the_differences() {
     let mut got = Vec::new();
     for (kind, rx) in ResourceKind::ALL.iter().zip(live.iter_mut()) {
         while let Ok(e) = rx.try_recv() {
-            got.push((*kind, e.event_type.as_str(), e.object.key.clone()));
+            got.push((*kind, e.event_type.as_str(), e.object.key().to_owned()));
         }
     }
     got.sort();
