@@ -301,7 +301,10 @@ async fn propagation(
         .as_str()
         .unwrap_or("0")
         .to_owned();
-    let run_secs = (args.changes as u64 * args.change_interval_ms) / 1000 + 5;
+    // The watches end when their last change arrives; the timeout is only a
+    // bound (a loaded machine stretches the sending loop well past its
+    // nominal length, and a watch that timed out early lost changes).
+    let run_secs = 3 * (args.changes as u64 * args.change_interval_ms) / 1000 + 60;
     let path = format!(
         "/api/v1/namespaces/{ns}/endpoints?watch=1&resourceVersion={rv}&timeoutSeconds={run_secs}"
     );
@@ -309,7 +312,11 @@ async fn propagation(
     let mut tasks = Vec::new();
     for _ in 0..args.watchers {
         let resp = http.request(get(addr, &path, accept)?).await?;
-        tasks.push(tokio::spawn(read_seqs(resp.into_body(), protobuf)));
+        tasks.push(tokio::spawn(read_seqs(
+            resp.into_body(),
+            protobuf,
+            args.changes.saturating_sub(1),
+        )));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut sent = Vec::with_capacity(args.changes);
@@ -347,15 +354,19 @@ async fn propagation(
 }
 
 /// The sequence numbers of the events in a watch stream with their arrival
-/// times, and the whole stream.
+/// times, and the whole stream, until the event of sequence `last`.
 async fn read_seqs(
     mut body: hyper::body::Incoming,
     protobuf: bool,
+    last: usize,
 ) -> (Vec<(usize, Instant)>, Vec<u8>) {
     let mut out = Vec::new();
     let mut stream = Vec::new();
     let mut at = 0;
-    while let Some(Ok(frame)) = body.frame().await {
+    while out.last().is_none_or(|&(seq, _)| seq != last) {
+        let Some(Ok(frame)) = body.frame().await else {
+            break;
+        };
         let now = Instant::now();
         let Ok(data) = frame.into_data() else {
             continue;
