@@ -25,6 +25,7 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::{sync::watch, task::JoinHandle, time::Instant};
 
 use super::{
@@ -135,6 +136,10 @@ struct Shared {
     config: ProbeConfig,
     ledger: Arc<Ledger>,
     http: HttpClient,
+    /// The slow watchers' client: a 4 KiB socket receive buffer, as a
+    /// client on a slow link, so the proxy's own lag policy (not the
+    /// kernel's megabytes of loopback buffers) meets the slowness.
+    slow_http: HttpClient,
     started: Instant,
     synced: Arc<AtomicUsize>,
     received: Arc<AtomicU64>,
@@ -149,6 +154,7 @@ impl Probe {
         let received = Arc::new(AtomicU64::new(0));
         let shared = Arc::new(Shared {
             http: client(),
+            slow_http: slow_client(),
             started: Instant::now(),
             synced: Arc::clone(&synced),
             received: Arc::clone(&received),
@@ -329,6 +335,7 @@ async fn watch(
         shared.config.addr, shared.config.path
     );
     let resp = match get(&url) {
+        Ok(req) if rate.is_some() => shared.slow_http.request(req).await,
         Ok(req) => shared.http.request(req).await,
         Err(e) => {
             r.last_error = Some(format!("{e:#}"));
@@ -486,6 +493,14 @@ impl Lines {
         }
         Some(line)
     }
+}
+
+/// A client whose connections have a 4 KiB receive buffer.
+fn slow_client() -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_recv_buffer_size(Some(4096));
+    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(connector)
 }
 
 /// A GET of `url`.
