@@ -22,6 +22,9 @@ fn lost(l: &Lost) -> String {
     if l.relists > 0 {
         let _ = write!(s, " ({} relists)", l.relists);
     }
+    if l.coalesced > 0 {
+        let _ = write!(s, " ({} coalesced)", l.coalesced);
+    }
     s
 }
 
@@ -50,9 +53,12 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
         o,
         "The proxy is a release `sitegrid-proxy` process for node `site-0-node-0` (site 0); \
          \"direct\" is the same request to the in-memory upstream. Both run on this host, \
-         with the load generator and the watchers. Latency is from a change's scheduled \
-         send time (stamped in the object) to the arrival of its watch event. \
-         Lost = missed / duplicated / stale relists.\n"
+         with the load generator and the watchers. Latency is from the time a change was \
+         written (stamped in the object) to the arrival of its watch event. \
+         Lost = missed / duplicated / stale relists; *coalesced* counts changes that every \
+         watcher skipped alike, summed over watchers: the server never sent them, it sent a \
+         later state of the object (a proxy relisting after its upstream watch failed does \
+         that, as a relist would for a client of the API server).\n"
     );
     if !r.failures.is_empty() {
         let _ = writeln!(o, "## Scenarios that failed\n");

@@ -37,17 +37,44 @@ pub struct Lost {
     pub stale_relists: u64,
     /// Relists after a 410.
     pub relists: u64,
+    /// Changes every full-speed watcher skipped alike, summed over watchers:
+    /// never sent (the server sent a later state of the object instead).
+    pub coalesced: u64,
 }
 
 impl Lost {
-    /// Sums `watchers`' counts.
+    /// Sums `watchers`' counts. A skip in the stream that every full-speed
+    /// watcher made alike (same object, from the same change to the same
+    /// one) is counted as coalesced, not missed: the server never sent it.
+    /// One that only some made is missed (a server that dropped an event for
+    /// some of its watchers), as is everything not received at the end.
     pub fn of(watchers: &[WatcherResult]) -> Lost {
-        watchers.iter().fold(Lost::default(), |l, w| Lost {
+        let fast = watchers.iter().filter(|w| !w.slow).count();
+        let mut alike: std::collections::HashMap<(usize, u64, u64), (usize, u64)> =
+            std::collections::HashMap::new();
+        for w in watchers.iter().filter(|w| !w.slow) {
+            for &(id, last, got, skipped) in &w.skips {
+                let e = alike.entry((id, last, got)).or_insert((0, skipped));
+                e.0 += 1;
+            }
+        }
+        let coalesced: u64 = alike
+            .values()
+            .filter(|&&(n, _)| fast > 1 && n == fast)
+            .map(|&(n, skipped)| n as u64 * skipped)
+            .sum();
+        let l = watchers.iter().fold(Lost::default(), |l, w| Lost {
             missed: l.missed + w.missed,
             duplicated: l.duplicated + w.duplicated,
             stale_relists: l.stale_relists + w.stale_relists,
             relists: l.relists + u64::from(w.relists),
-        })
+            coalesced: 0,
+        });
+        Lost {
+            missed: l.missed - coalesced,
+            coalesced,
+            ..l
+        }
     }
 
     /// Everything that is not a clean delivery.
@@ -291,4 +318,41 @@ pub struct Report {
     pub rss: Vec<RssSeries>,
     /// Scenarios that failed, with why.
     pub failures: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Lost, WatcherResult};
+
+    fn watcher(slow: bool, skips: &[(usize, u64, u64, u64)], behind: u64) -> WatcherResult {
+        let mut w = WatcherResult::new(slow);
+        w.skips = skips.to_vec();
+        w.missed = skips.iter().map(|s| s.3).sum::<u64>() + behind;
+        w
+    }
+
+    #[test]
+    fn skips_every_watcher_made_alike_are_coalesced_the_rest_missed() {
+        let relisted = (0, 5, 9, 3);
+        let watchers = [
+            watcher(false, &[relisted], 0),
+            watcher(false, &[relisted, (1, 2, 4, 1)], 0),
+            watcher(false, &[relisted], 2),
+            // The slow reader's own skips decide nothing.
+            watcher(true, &[(2, 1, 8, 6)], 0),
+        ];
+        let lost = Lost::of(&watchers);
+        assert_eq!(
+            lost.coalesced, 9,
+            "three watchers skipped the same 3 changes"
+        );
+        assert_eq!(
+            lost.missed,
+            1 + 2 + 6,
+            "one watcher's own skip, 2 never received, the slow one's"
+        );
+        assert_eq!(lost.total(), 9);
+        // A lone watcher's skip is never taken for coalescing.
+        assert_eq!(Lost::of(&[watcher(false, &[relisted], 0)]).missed, 3);
+    }
 }

@@ -10,6 +10,12 @@
 //! watch ended by a 410 ERROR relists (what it skipped meanwhile is not
 //! missed: the relist brings it), and a relist older than what the watcher
 //! already saw counts as stale.
+//!
+//! A change that every full-speed watcher of a probe skipped alike was never
+//! sent by the server: it is *coalesced*, not missed (see [`Lost::of`]).
+//! That is what a proxy whose own upstream watch was down does when it
+//! relists: it sends each object's latest state once, as a relist would
+//! give a client of the API server; the intermediate states it never saw.
 
 use std::{
     net::SocketAddr,
@@ -69,6 +75,9 @@ pub struct WatcherResult {
     pub events: u64,
     /// Sequence numbers skipped or never received.
     pub missed: u64,
+    /// Each skip in the stream: (object, last known, received, changes
+    /// skipped), to tell skips every watcher made (coalesced) from misses.
+    pub skips: Vec<(usize, u64, u64, u64)>,
     /// Events whose sequence number the watcher already had.
     pub duplicated: u64,
     /// Relists that returned an object older than the watcher had seen.
@@ -88,7 +97,7 @@ pub struct WatcherResult {
 }
 
 impl WatcherResult {
-    fn new(slow: bool) -> Self {
+    pub(crate) fn new(slow: bool) -> Self {
         WatcherResult {
             slow,
             synced_after: None,
@@ -96,6 +105,7 @@ impl WatcherResult {
             latency: histogram(),
             events: 0,
             missed: 0,
+            skips: Vec::new(),
             duplicated: 0,
             stale_relists: 0,
             behind_at_end: 0,
@@ -422,7 +432,11 @@ async fn watch(
                         r.duplicated += 1;
                         continue;
                     }
-                    r.missed += shared.ledger.between(id, last, seq);
+                    let skipped = shared.ledger.between(id, last, seq);
+                    if skipped > 0 {
+                        r.missed += skipped;
+                        r.skips.push((id, last, seq, skipped));
+                    }
                     known[id].store(seq, Ordering::Relaxed);
                     r.events += 1;
                     r.latency
