@@ -116,16 +116,9 @@ pub async fn upstream_faults(
             };
             env.progress
                 .show(&format!("{}: {}", fault.describe(), target.name()));
-            let probe = Probe::start(
-                ProbeConfig {
-                    addr,
-                    path: SLICES.into(),
-                    watchers,
-                    slow: None,
-                },
-                churner.ledger(),
-            );
-            probe.wait_synced(Duration::from_secs(120)).await?;
+            let probe =
+                Probe::start_synced(addr, watchers, churner.ledger(), Duration::from_secs(120))
+                    .await?;
             let churn = churner.run(rate, duration, |_| {});
             let play = async {
                 tokio::time::sleep(duration / 2).await;
@@ -200,16 +193,8 @@ pub async fn bursts(
         };
         env.progress
             .show(&format!("burst of {changes} changes: {}", target.name()));
-        let probe = Probe::start(
-            ProbeConfig {
-                addr,
-                path: SLICES.into(),
-                watchers,
-                slow: None,
-            },
-            churner.ledger(),
-        );
-        probe.wait_synced(Duration::from_secs(120)).await?;
+        let probe =
+            Probe::start_synced(addr, watchers, churner.ledger(), Duration::from_secs(120)).await?;
         let at = Instant::now();
         churner.burst(changes)?;
         probe.drain(RECOVERY_LIMIT).await;

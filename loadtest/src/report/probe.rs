@@ -194,6 +194,27 @@ impl Probe {
         }
     }
 
+    /// `watchers` full-speed watchers of the EndpointSlices on `addr`, once
+    /// every one has its watch open (an error after `limit`).
+    pub async fn start_synced(
+        addr: SocketAddr,
+        watchers: usize,
+        ledger: Arc<Ledger>,
+        limit: Duration,
+    ) -> Result<Probe> {
+        let probe = Probe::start(
+            ProbeConfig {
+                addr,
+                path: super::scenarios::SLICES.into(),
+                watchers,
+                slow: None,
+            },
+            ledger,
+        );
+        probe.wait_synced(limit).await?;
+        Ok(probe)
+    }
+
     /// Watchers whose first watch is open.
     pub fn synced(&self) -> usize {
         self.synced.load(Ordering::Relaxed)

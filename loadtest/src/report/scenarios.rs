@@ -143,16 +143,7 @@ async fn churn_phase(
     let label = format!("churn {rate}/s, {}", target.name());
     env.progress
         .show(&format!("{label}: {watchers} watchers listing"));
-    let probe = Probe::start(
-        ProbeConfig {
-            addr,
-            path: SLICES.into(),
-            watchers,
-            slow: None,
-        },
-        churner.ledger(),
-    );
-    probe.wait_synced(SYNC_LIMIT).await?;
+    let probe = Probe::start_synced(addr, watchers, churner.ledger(), SYNC_LIMIT).await?;
     let cpu_before = cpu_ms(proxy.pid());
     let total = (rate * duration.as_secs_f64()).round() as u64;
     let outcome = churner
