@@ -87,6 +87,7 @@ pub fn watch(
         tx,
         sent_columns: false,
         last_rv: 0,
+        seen_rv: 0,
         deadline: Instant::now() + timeout,
         registered,
         closing,
@@ -116,6 +117,12 @@ struct Watcher {
     sent_columns: bool,
     /// The newest version this client has been told about.
     last_rv: u64,
+    /// The newest version this watch has taken from the store: every event
+    /// up to it has been sent or filtered out. A bookmark may claim no more:
+    /// the store's newest version can be ahead while events wait in the
+    /// broadcast for this watcher, and a bookmark past them would make the
+    /// watch skip them (and the client believe it had them).
+    seen_rv: u64,
     /// When the stream ends (`timeoutSeconds`).
     deadline: Instant,
     /// Cancelled when the proxy shuts down.
@@ -176,6 +183,9 @@ impl Watcher {
             }
         };
         self.last_rv = from.unwrap_or(sub.rv);
+        // The live stream continues after `sub.rv`; a watch from a version
+        // ahead of it has nothing to hear before its own start.
+        self.seen_rv = self.last_rv.max(sub.rv);
         self.registered.set_sent(self.last_rv);
         for view in std::mem::take(&mut sub.initial) {
             if self.options.filter.matches(&view) {
@@ -200,12 +210,14 @@ impl Watcher {
         let (deadline, bookmarks) = (self.deadline, self.options.bookmarks);
         let cache = self.cache.clone();
         let kind = self.req.served.kind;
-        let store = cache.store(kind);
         let mut next_bookmark = Instant::now() + settings.bookmark_interval;
         loop {
             tokio::select! {
                 received = live.recv() => match received {
-                    Ok(event) => self.deliver(&event).await?,
+                    Ok(event) => {
+                        self.seen_rv = self.seen_rv.max(event.rv);
+                        self.deliver(&event).await?
+                    }
                     Err(RecvError::Lagged(n)) => {
                         cache.metrics().watcher_lagged(kind);
                         let status = Status::expired(format!(
@@ -217,11 +229,11 @@ impl Watcher {
                 },
                 _ = sleep_until(next_bookmark), if bookmarks => {
                     next_bookmark = Instant::now() + settings.bookmark_interval;
-                    self.bookmark_if_progressed(store.last_rv()).await?;
+                    self.bookmark_if_progressed(self.seen_rv).await?;
                 }
                 _ = sleep_until(deadline) => {
                     if bookmarks {
-                        self.bookmark_if_progressed(store.last_rv()).await?;
+                        self.bookmark_if_progressed(self.seen_rv).await?;
                     }
                     return Ok(());
                 }

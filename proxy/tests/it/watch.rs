@@ -304,6 +304,70 @@ async fn bookmarks_arrive_when_the_resource_moved_and_timeout_ends_the_stream() 
     );
 }
 
+/// A bookmark that fires while events still wait for the watcher (a burst
+/// just committed) must not claim their version: the watch would then skip
+/// them, and the client believe it had them. Seen as lost final changes in
+/// the report's upstream-fault runs, whenever the 60 s bookmark fell at the
+/// end of a burst.
+#[tokio::test]
+async fn a_bookmark_never_claims_events_the_watcher_has_not_sent() {
+    let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
+    let settings = HandlerSettings {
+        watch: WatchSettings {
+            bookmark_interval: Duration::from_millis(1),
+        },
+        ..HandlerSettings::default()
+    };
+    let app = app(cache, settings);
+    let rv = list_rv(&app, "/api/v1/namespaces/default/endpoints").await;
+    let uri = format!("/api/v1/namespaces/default/endpoints?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=8");
+    let mut body = call(&app, &uri, None).await.into_body();
+    let total = 300;
+    for round in 0..3 {
+        // A burst committed while the watch task cannot run; by the time it
+        // does, its bookmark timer has long expired too.
+        for i in 0..total {
+            let ip = format!("10.0.{}.{}", 6 + round, i % 250);
+            p.handle(
+                ResourceKind::Endpoints,
+                W::Apply(endpoints(
+                    "default",
+                    "plain-echo",
+                    &[(&ip, "bj-1")],
+                    2000 + round * total + i,
+                )),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        let mut modified = 0;
+        let mut claimed = 0u64;
+        while modified < total {
+            let f = frames(&mut body, 1).await;
+            assert_eq!(
+                f.len(),
+                1,
+                "round {round}: the stream ended after {modified} of {total} events"
+            );
+            let rv: u64 = f[0]["object"]["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            match f[0]["type"].as_str().unwrap() {
+                "BOOKMARK" => claimed = claimed.max(rv),
+                "MODIFIED" => {
+                    assert!(
+                        rv > claimed,
+                        "round {round}: event {rv} came after a bookmark at {claimed}"
+                    );
+                    modified += 1;
+                }
+                other => panic!("unexpected {other} event"),
+            }
+        }
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn send_initial_events_ends_the_initial_state_with_an_annotated_bookmark() {
     let (cache, _p) = two_sites("bj-1", CacheConfig::default());
