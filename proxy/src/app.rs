@@ -17,7 +17,10 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tracing::{info, warn};
 
+use sitegrid_apimachinery::selector::LabelSelector;
+
 use crate::{
+    cache::membership::Locality,
     cache::{self, persist, Cache, CacheConfig, ResourceKind},
     gateway::{self, stack::boxed_request, Gateway, GatewayConfig, Limits, RequestMetrics},
     handlers::HandlerSettings,
@@ -32,6 +35,9 @@ use crate::{
 pub struct ProxyOptions {
     /// The local node's name.
     pub node_name: String,
+    /// Serve a whole site instead: the nodes this selector matches (a site
+    /// proxy, the upstream of its nodes' proxies).
+    pub site: Option<LabelSelector>,
     /// Where to listen.
     pub bind_address: SocketAddr,
     /// Buffer sizes.
@@ -68,6 +74,7 @@ impl ProxyOptions {
     pub fn new(node_name: impl Into<String>, bind_address: SocketAddr) -> Self {
         ProxyOptions {
             node_name: node_name.into(),
+            site: None,
             bind_address,
             cache: CacheConfig::default(),
             handlers: HandlerSettings::default(),
@@ -82,6 +89,14 @@ impl ProxyOptions {
             data_dir: None,
             snapshot_interval: Duration::from_secs(60),
             snapshot_wait: Duration::from_secs(3),
+        }
+    }
+
+    /// Whose view the proxy serves: the site's when `site` is set, else the node's.
+    pub fn locality(&self) -> Locality {
+        match &self.site {
+            Some(selector) => Locality::Site(selector.clone()),
+            None => Locality::Node(self.node_name.clone()),
         }
     }
 }
@@ -162,16 +177,17 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
     .with_body_idle_timeout(opts.conn.header_read_timeout);
     let listener = serve::bind(opts.bind_address).await?;
     let local_addr = listener.local_addr()?;
-    info!(node = %opts.node_name, %local_addr, "sitegrid-proxy starting");
+    let locality = opts.locality();
+    info!(serving = %locality, %local_addr, "sitegrid-proxy starting");
 
     let shutdown = CancellationToken::new();
     let mut tasks = JoinSet::new();
     let opened = match &opts.data_dir {
-        Some(dir) => persist::open(dir, &opts.node_name, opts.snapshot_interval),
+        Some(dir) => persist::open(dir, &locality.owner(), opts.snapshot_interval),
         None => persist::Opened::default(),
     };
     let (cache, writer) = cache::open(opts.cache, opened);
-    let sync = cache::sync::SyncThread::start(config.clone(), writer, opts.node_name.clone())?;
+    let sync = cache::sync::SyncThread::start(config.clone(), writer, locality.clone())?;
     if cache.readiness().restored_from().is_some() {
         tasks.spawn(serve_snapshot_when_offline(
             cache.clone(),
@@ -207,6 +223,11 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         metrics,
         // Open watches end first when shutdown starts, so their clients reconnect elsewhere or later.
         closing: shutdown.clone(),
+        // The cache holds this node whole, other nodes' labels only.
+        nodes: match &locality {
+            Locality::Node(name) => gateway::CachedNodes::Only(name.as_str().into()),
+            Locality::Site(_) => gateway::CachedNodes::Labels,
+        },
     });
     let server = tokio::spawn(serve::serve(
         listener,

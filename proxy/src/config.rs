@@ -6,6 +6,7 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser};
 
+use sitegrid_apimachinery::selector::LabelSelector;
 use sitegrid_runtime::{parse_duration, parse_positive_duration, serve::ConnLimits};
 
 use crate::{
@@ -38,6 +39,12 @@ pub struct ProxyArgs {
     /// This node's name; its labels decide which endpoints are local (default: $NODE_NAME, then the host name).
     #[arg(long, env = "NODE_NAME")]
     pub hostname: Option<String>,
+    /// Serve a whole site instead of one node: the union of the views of
+    /// every node this label selector matches (`location=beijing`). Such a
+    /// site proxy is the upstream of the node proxies of its site, so the
+    /// API server streams each change once per site (see proxy/README.md).
+    #[arg(long, value_parser = parse_site_selector)]
+    pub site_selector: Option<LabelSelector>,
     /// Address to serve on.
     #[arg(long, default_value = "127.0.0.1:51006")]
     pub bind_address: SocketAddr,
@@ -132,6 +139,7 @@ impl ProxyArgs {
     /// What the proxy is started with.
     pub fn options(&self) -> ProxyOptions {
         let mut opts = ProxyOptions::new(self.node_name(), self.bind_address);
+        opts.site = self.site_selector.clone();
         opts.cache = CacheConfig {
             log_capacity: self.event_log_size as usize,
             log_bytes: usize::try_from(self.event_log_bytes).unwrap_or(usize::MAX),
@@ -175,6 +183,15 @@ impl ProxyArgs {
             client_ca: self.ca_file.clone(),
         })
     }
+}
+
+/// A non-empty label selector (an empty one would make the whole cluster one site).
+fn parse_site_selector(s: &str) -> Result<LabelSelector, String> {
+    let selector = LabelSelector::parse(s).map_err(|e| e.to_string())?;
+    if selector.is_empty() {
+        return Err("an empty selector would make the whole cluster one site".into());
+    }
+    Ok(selector)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 mod encode;
 mod event;
 pub mod kind;
+pub mod membership;
 mod metrics;
 pub mod persist;
 mod ready;

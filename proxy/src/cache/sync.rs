@@ -12,6 +12,7 @@ use tracing::{debug, error, info, warn};
 
 use super::{
     kind::{ApiVersion, ResourceKind},
+    membership::{self, Locality},
     Cache, UpstreamErrorReason, UpstreamEvent, WriterSlot,
 };
 use crate::upstream::{errors, reflector};
@@ -37,13 +38,13 @@ pub struct SyncThread {
 }
 
 impl SyncThread {
-    /// Starts the sync of the cache behind `slot` for node `local_node` from
+    /// Starts the sync of the cache behind `slot` for `locality` from
     /// the API server `config` names; an error if the client cannot be built
     /// from it (bad TLS material, say) or the thread cannot start.
     pub fn start(
         config: kube::Config,
         slot: WriterSlot,
-        local_node: String,
+        locality: Locality,
     ) -> Result<SyncThread, kube::Error> {
         let stop = CancellationToken::new();
         let stopped = stop.clone();
@@ -81,7 +82,7 @@ impl SyncThread {
                             return;
                         }
                     };
-                    run(client, slot, local_node, stopped).await;
+                    run(client, slot, locality, stopped).await;
                     debug!("sync stopped");
                 });
                 let _ = done_tx.send(());
@@ -112,12 +113,12 @@ impl SyncThread {
 }
 
 /// Discovers the upstream (retrying until it answers), then keeps the cache
-/// in sync for node `local_node` until `stop`: then the reflectors end, and
+/// in sync for `locality` until `stop`: then the reflectors end, and
 /// the writer writes its last snapshot before this returns.
 pub async fn run(
     client: kube::Client,
     slot: WriterSlot,
-    local_node: String,
+    locality: Locality,
     stop: CancellationToken,
 ) {
     let cache = slot.cache();
@@ -129,11 +130,24 @@ pub async fn run(
         endpointslices = slice_version.as_str(),
         "upstream discovered; syncing"
     );
-    let writer = slot.start(local_node, slice_version);
+    let writer = slot.start(locality.clone(), slice_version);
+    let keys = writer.topology_keys();
     let (tx, rx) = mpsc::channel(WRITER_QUEUE);
     let writing = tokio::spawn(writer.run(rx));
     let mut tasks = JoinSet::new();
+    // Nodes: the local node(s) and the nodes sharing a local value of a key
+    // in use, never the whole cluster's (see `membership`).
+    tasks.spawn(membership::reflect_nodes(
+        client.clone(),
+        locality,
+        keys,
+        tx.clone(),
+        cache.clone(),
+    ));
     for kind in ResourceKind::ALL {
+        if kind == ResourceKind::Nodes {
+            continue;
+        }
         let (client, tx, cache) = (client.clone(), tx.clone(), cache.clone());
         tasks.spawn(async move {
             // On demand: nothing goes upstream for a kind no client asked for.
@@ -203,7 +217,7 @@ async fn reflect(
 /// works again, and each retry in between at debug level (all are counted
 /// in `upstream_errors_total`).
 #[derive(Default)]
-struct Trouble {
+pub(super) struct Trouble {
     /// The reason of the last error, while errors go on.
     reason: Option<UpstreamErrorReason>,
     /// Errors since the stream last worked.
@@ -211,7 +225,7 @@ struct Trouble {
 }
 
 impl Trouble {
-    fn failed(
+    pub(super) fn failed(
         &mut self,
         kind: ResourceKind,
         reason: UpstreamErrorReason,
@@ -229,7 +243,7 @@ impl Trouble {
         self.reason = Some(reason);
     }
 
-    fn over(&mut self, kind: ResourceKind) {
+    pub(super) fn over(&mut self, kind: ResourceKind) {
         if let Some(reason) = self.reason.take() {
             if reason != UpstreamErrorReason::Expired || self.errors > 1 {
                 info!(resource = %kind, errors = self.errors, last_reason = %reason, "upstream list/watch works again");

@@ -62,6 +62,11 @@ pub enum Selection {
 }
 
 impl Selection {
+    /// Whether any of `selections` keeps an endpoint on `node`.
+    pub fn any_keeps(selections: &[Selection], node: Option<&str>, nodes: &NodeLabels) -> bool {
+        selections.iter().any(|s| s.keeps(node, nodes))
+    }
+
     /// Whether an endpoint on `node` is kept.
     pub fn keeps(&self, node: Option<&str>, nodes: &NodeLabels) -> bool {
         match self {
@@ -149,26 +154,32 @@ pub fn slice_refs(obj: &Value) -> Vec<EndpointRef> {
         .collect()
 }
 
-/// Narrows an Endpoints object in place: filters `addresses` and
-/// `notReadyAddresses` of every subset and drops subsets left empty.
-pub fn project_endpoints(obj: &mut Value, selection: &Selection, nodes: &NodeLabels) {
+/// Narrows an Endpoints object in place to the addresses any of `selections`
+/// keeps: filters `addresses` and `notReadyAddresses` of every subset and
+/// drops subsets left empty.
+pub fn project_endpoints(obj: &mut Value, selections: &[Selection], nodes: &NodeLabels) {
     let Some(subsets) = obj.get_mut("subsets").and_then(Value::as_array_mut) else {
         return;
     };
     for subset in subsets.iter_mut() {
         for field in ["addresses", "notReadyAddresses"] {
             retain_in(subset, field, |addr| {
-                selection.keeps(addr.get("nodeName").and_then(Value::as_str), nodes)
+                Selection::any_keeps(
+                    selections,
+                    addr.get("nodeName").and_then(Value::as_str),
+                    nodes,
+                )
             });
         }
     }
     subsets.retain(|s| s.get("addresses").is_some() || s.get("notReadyAddresses").is_some());
 }
 
-/// Narrows an EndpointSlice in place (its `endpoints` list; kept even if empty).
-pub fn project_slice(obj: &mut Value, selection: &Selection, nodes: &NodeLabels) {
+/// Narrows an EndpointSlice in place to the endpoints any of `selections`
+/// keeps (its `endpoints` list; kept even if empty).
+pub fn project_slice(obj: &mut Value, selections: &[Selection], nodes: &NodeLabels) {
     if let Some(eps) = obj.get_mut("endpoints").and_then(Value::as_array_mut) {
-        eps.retain(|ep| selection.keeps(slice_endpoint_node(ep), nodes));
+        eps.retain(|ep| Selection::any_keeps(selections, slice_endpoint_node(ep), nodes));
     }
 }
 
@@ -358,7 +369,7 @@ mod tests {
             key: "location".into(),
             value: "beijing".into(),
         };
-        project_endpoints(&mut obj, &sel, &n);
+        project_endpoints(&mut obj, std::slice::from_ref(&sel), &n);
         assert_eq!(
             obj["subsets"],
             json!([{"addresses":[{"ip":"1","nodeName":"bj-1"}],"notReadyAddresses":[{"ip":"4","nodeName":"bj-2"}],"ports":[{"port":80}]}])
@@ -379,7 +390,7 @@ mod tests {
             key: "location".into(),
             value: "beijing".into(),
         };
-        project_slice(&mut obj, &sel, &n);
+        project_slice(&mut obj, std::slice::from_ref(&sel), &n);
         let ips: Vec<_> = obj["endpoints"]
             .as_array()
             .unwrap()

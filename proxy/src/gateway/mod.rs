@@ -13,7 +13,7 @@ mod watch_slots;
 use tokio_util::sync::CancellationToken;
 
 pub use metrics::RequestMetrics;
-pub use route::{classify, Route, RouteConfig};
+pub use route::{classify, CachedNodes, Route, RouteConfig};
 pub use stack::{build, Gateway, Limits};
 
 use crate::{cache::Cache, handlers::HandlerSettings, ops::Ops, passthrough::Passthrough};
@@ -34,6 +34,8 @@ pub struct GatewayConfig {
     pub metrics: RequestMetrics,
     /// Cancelled when the proxy shuts down: open watches end.
     pub closing: CancellationToken,
+    /// Which Node requests the cache answers.
+    pub nodes: CachedNodes,
 }
 
 impl GatewayConfig {
@@ -48,6 +50,7 @@ impl GatewayConfig {
             limits: Limits::default(),
             metrics: RequestMetrics::unregistered(),
             closing: CancellationToken::new(),
+            nodes: CachedNodes::All,
         }
     }
 }

@@ -57,16 +57,32 @@ pub struct Passthrough {
 }
 
 /// What the serving port answers besides the API.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct RouteConfig {
     /// `/healthz`, `/livez`, `/readyz`, `/metrics` are answered here (not on a port of their own).
     pub ops: bool,
     /// `/debug/*` too (`--debug`).
     pub debug: bool,
+    /// Which Node requests the cache answers (see [`CachedNodes`]).
+    pub nodes: CachedNodes,
+}
+
+/// Which Node requests the cache answers; the others go upstream.
+#[derive(Debug, Clone, Default)]
+pub enum CachedNodes {
+    /// Every one (a cache filled by its user, holding whole Nodes).
+    #[default]
+    All,
+    /// Those for this node alone — a GET of it, a list or watch pinned to it
+    /// by `fieldSelector=metadata.name=` (what kube-proxy sends): the cache
+    /// holds the local node whole, and of other nodes only their labels.
+    Only(std::sync::Arc<str>),
+    /// None whole: a site proxy keeps only the labels of its nodes.
+    Labels,
 }
 
 /// Parses method, path, query and the negotiation headers into a route.
-pub fn classify(parts: &Parts, config: RouteConfig) -> Route {
+pub fn classify(parts: &Parts, config: &RouteConfig) -> Route {
     let path = parts.uri.path();
     if config.ops {
         if let Some(endpoint) = ops::Endpoint::of(path, config.debug) {
@@ -77,16 +93,29 @@ pub fn classify(parts: &Parts, config: RouteConfig) -> Route {
     let api = ApiPath::parse(path);
     if parts.method == Method::GET {
         if let Some(target) = api.as_ref().and_then(cached_target) {
-            return match cached(target, query, parts) {
-                Ok(req) => Route::Cached(Box::new(req)),
-                Err(rejection) => Route::Rejected(Box::new(rejection)),
-            };
+            match cached(target, query, parts) {
+                Ok(req) if !config.nodes.answers(&req) => {}
+                Ok(req) => return Route::Cached(Box::new(req)),
+                Err(rejection) => return Route::Rejected(Box::new(rejection)),
+            }
         }
     }
     Route::Passthrough(Passthrough {
         resource: api.map(|a| a.resource.to_owned()).unwrap_or_default(),
         streaming: is_stream(query),
     })
+}
+
+impl CachedNodes {
+    /// Whether the cache answers `req` (anything but Nodes, and the Nodes it holds whole).
+    fn answers(&self, req: &CachedRequest) -> bool {
+        match self {
+            _ if req.served.kind != ResourceKind::Nodes => true,
+            CachedNodes::Only(node) => req.single_name() == Some(node),
+            CachedNodes::Labels => false,
+            _ => true,
+        }
+    }
 }
 
 /// A path of a cached kind: what it addresses.

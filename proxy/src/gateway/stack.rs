@@ -66,6 +66,7 @@ pub fn build(config: GatewayConfig) -> Gateway {
     let routes = RouteConfig {
         ops: config.ops.is_some(),
         debug: config.ops.as_ref().is_some_and(|o| o.debug),
+        nodes: config.nodes.clone(),
     };
     let metrics = config.metrics.clone();
     let limits = config.limits;
@@ -106,7 +107,7 @@ pub fn build(config: GatewayConfig) -> Gateway {
             // classify: parse method, path, query and Accept once; the route travels in the extensions.
             .map_request(move |req: Request<Body>| {
                 let (mut parts, body) = req.into_parts();
-                let route = classify(&parts, routes);
+                let route = classify(&parts, &routes);
                 parts.extensions.insert(route);
                 Request::from_parts(parts, body)
             })

@@ -35,6 +35,16 @@ pub struct CachedRequest {
 }
 
 impl CachedRequest {
+    /// The one object this request can return, when it names one: a GET's
+    /// name, or the name a list or watch pins with `metadata.name=`.
+    pub fn single_name(&self) -> Option<&str> {
+        match &self.verb {
+            Verb::Get { name } => Some(name),
+            Verb::List(l) => l.filter.exact_name(),
+            Verb::Watch(w) => w.filter.exact_name(),
+        }
+    }
+
     /// The store-key prefix that scopes this request (`ns/` or everything).
     pub fn key_prefix(&self) -> String {
         match &self.namespace {
@@ -192,6 +202,11 @@ impl Filter {
             namespace,
             raw: (label.to_owned(), field.to_owned()),
         })
+    }
+
+    /// The one name the field selector pins (`metadata.name=X`), if it does.
+    pub fn exact_name(&self) -> Option<&str> {
+        self.field.exact_name()
     }
 
     /// Whether no selector narrows the result (kube-apiserver then reports remainingItemCount).

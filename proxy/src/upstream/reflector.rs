@@ -33,11 +33,18 @@ pub fn watch(
     watch_timeout: std::time::Duration,
 ) -> impl Stream<Item = Item> + Send + 'static {
     let api: Api<UpstreamObject> = Api::all_with(client, resource);
+    watcher(api, config(watch_timeout))
+        .default_backoff()
+        .boxed()
+}
+
+/// The watcher settings of every upstream list/watch: pages of 100, and
+/// watches the API server ends after `watch_timeout` (at least 1 s).
+pub fn config(watch_timeout: std::time::Duration) -> watcher::Config {
     let secs = u32::try_from(watch_timeout.as_secs())
         .unwrap_or(u32::MAX)
         .max(1);
-    let config = watcher::Config::default().page_size(100).timeout(secs);
-    watcher(api, config).default_backoff().boxed()
+    watcher::Config::default().page_size(100).timeout(secs)
 }
 
 /// The versions the API server serves of `group` (discovery).

@@ -122,17 +122,19 @@ async fn kubectl_sees_only_the_local_sites_endpoints() {
         svc.contains("servicegrid-demo-svc") && svc.contains("10.96.33.231"),
         "{svc}"
     );
-    let nodes = Kubectl::new(e.url.clone())
-        .ok_async(&["get", "nodes", "-o", "wide"])
+    // Its own Node is served from the cache (other nodes go upstream, with
+    // the caller's credentials: the cache keeps only their labels).
+    let node = Kubectl::new(e.url.clone())
+        .ok_async(&["get", "node", "bj-1", "-o", "wide"])
         .await;
     assert!(
-        nodes.lines().next().unwrap().contains("INTERNAL-IP"),
-        "{nodes}"
+        node.lines().next().unwrap().contains("INTERNAL-IP"),
+        "{node}"
     );
     assert_eq!(
-        nodes.lines().filter(|l| l.contains(" Ready ")).count(),
-        6,
-        "{nodes}"
+        node.lines().filter(|l| l.contains(" Ready ")).count(),
+        1,
+        "{node}"
     );
 }
 
@@ -214,13 +216,30 @@ async fn many_clients_share_one_upstream_watch_per_kind_over_http1_and_h2c() {
     assert_eq!(code, 200);
     assert_eq!(list["apiVersion"], "discovery.k8s.io/v1beta1");
     let watches = e.api.open_watches();
-    for kind in ["services", "endpoints", "endpointslices", "nodes"] {
+    for kind in ["services", "endpoints", "endpointslices"] {
         assert_eq!(
             watches.get(kind),
             Some(&1),
             "one upstream watch of {kind}: {watches:?}"
         );
     }
+    // Nodes: this node by name, and the nodes of its site by label (the
+    // ServiceGrid's key), never the whole cluster.
+    assert_eq!(watches.get("nodes"), Some(&2), "{watches:?}");
+    let node_reads: Vec<String> = e
+        .api
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/api/v1/nodes")
+        .map(|r| r.query.clone())
+        .collect();
+    assert!(
+        node_reads
+            .iter()
+            .all(|q| q.contains("fieldSelector=metadata.name%3Dbj-2")
+                || q.contains("labelSelector=location+in+%28beijing%29")),
+        "{node_reads:?}"
+    );
     let lists = e
         .api
         .requests()
@@ -438,7 +457,7 @@ async fn kubectl_with_client_go_watch_list_on_gets_its_state_as_a_stream() {
             &[
                 "wait",
                 "--for=jsonpath={.metadata.labels.location}=beijing",
-                "node/bj-2",
+                "node/bj-1",
                 "--timeout=20s",
                 "-v=6",
             ],
@@ -446,7 +465,7 @@ async fn kubectl_with_client_go_watch_list_on_gets_its_state_as_a_stream() {
         )
         .await;
     assert!(out.success, "{}\n{}", out.stdout, out.stderr);
-    assert_eq!(out.stdout.trim(), "node/bj-2 condition met");
+    assert_eq!(out.stdout.trim(), "node/bj-1 condition met");
     let streamed = out.stderr.lines().any(|l| {
         l.contains("sendInitialEvents=true")
             && l.contains("resourceVersionMatch=NotOlderThan")
@@ -526,4 +545,87 @@ async fn endpoint_kinds_are_synced_from_the_first_request_for_them() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(watched, ["endpointslices", "nodes", "services"]);
+}
+
+/// Issue 16: the proxy watches this node by name and the nodes of its site
+/// by label; another node's status write (kubelet's heartbeat) changes
+/// nothing it serves, while nodes changing site move their endpoints in or
+/// out of its views.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_heartbeats_go_no_further_and_nodes_changing_site_move_their_endpoints() {
+    use sitegrid_proxy::cache::{EventType, ResourceKind};
+    let e = env("bj-1", "v1").await;
+    let demo = format!(
+        "{}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+        e.url
+    );
+    let (_, before) = http_get(&demo, false).await;
+    assert_eq!(slice_addresses(&before), ["10.0.0.70", "10.0.1.72"]);
+    let cache = &e.proxy.cache;
+    let (nodes_from, slices_from) = (
+        cache.store(ResourceKind::Nodes).last_rv(),
+        cache.store(ResourceKind::EndpointSlices).last_rv(),
+    );
+    let gz_ip = |node: &str| {
+        let slices = e.api.list("endpointslices");
+        slices
+            .iter()
+            .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+            .find(|ep| ep["nodeName"] == node)
+            .map(|ep| ep["addresses"][0].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    let gz2 = gz_ip("gz-2");
+    // bj-2's kubelet reports its status: a new resourceVersion, the same labels.
+    let mut bj2 = e.api.get("nodes", None, "bj-2").unwrap();
+    bj2["status"]["conditions"] = json!([{"type": "Ready", "status": "True",
+        "lastHeartbeatTime": "2026-11-23T23:00:00Z", "reason": "KubeletReady"}]);
+    e.api.apply(bj2);
+    // bj-3 moves to guangzhou, gz-2 to beijing.
+    for (node, site) in [("bj-3", "guangzhou"), ("gz-2", "beijing")] {
+        let mut n = e.api.get("nodes", None, node).unwrap();
+        n["metadata"]["labels"]["location"] = json!(site);
+        e.api.apply(n);
+    }
+    let mut want = vec!["10.0.0.70".to_owned(), gz2];
+    want.sort();
+    let mut now = Vec::new();
+    for _ in 0..250 {
+        let (_, list) = http_get(&demo, false).await;
+        now = slice_addresses(&list);
+        if now == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(now, want, "bj-3's endpoint left the view, gz-2's came in");
+    // What the proxy's watchers were sent: the slice MODIFIED, and of
+    // Nodes only the two that changed site — nothing for bj-2's status write.
+    let slices = cache
+        .store(ResourceKind::EndpointSlices)
+        .subscribe(Some(slices_from))
+        .unwrap();
+    assert!(!slices.replay.is_empty());
+    assert!(slices
+        .replay
+        .iter()
+        .all(|ev| ev.event_type == EventType::Modified));
+    let nodes = cache
+        .store(ResourceKind::Nodes)
+        .subscribe(Some(nodes_from))
+        .unwrap();
+    let mut heard: Vec<(String, EventType)> = nodes
+        .replay
+        .iter()
+        .map(|ev| (ev.object.name().to_owned(), ev.event_type))
+        .collect();
+    heard.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        heard,
+        [
+            ("bj-3".to_owned(), EventType::Deleted),
+            ("gz-2".to_owned(), EventType::Added)
+        ],
+        "bj-3 left the site's scope, gz-2 joined it; bj-2's heartbeat stayed upstream"
+    );
 }

@@ -8,6 +8,8 @@
 //! and is committed in one batch per resource; readiness is published right
 //! after the commit that completes a kind.
 
+#[cfg(test)]
+mod chain_tests;
 mod incoming;
 mod persisting;
 mod project;
@@ -22,11 +24,12 @@ use std::{
 
 use kube::runtime::watcher;
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 use super::{
     kind::{ApiVersion, PerKind, ResourceKind},
+    membership::Locality,
     persist::Disk,
     topology::{NodeLabels, TopologyKeys},
     Cache, Change, EventType, Shared, View,
@@ -58,11 +61,11 @@ impl WriterSlot {
         Cache(self.shared.clone())
     }
 
-    /// The writer for node `local_node`, storing EndpointSlices in
+    /// The writer for `locality` (a node name, or a site), storing EndpointSlices in
     /// `slice_version` (the version the upstream serves) — or in the
     /// snapshot's, when the cache was restored from one: slices then arrive
     /// converted.
-    pub fn start(self, local_node: impl Into<String>, slice_version: ApiVersion) -> Writer {
+    pub fn start(self, locality: impl Into<Locality>, slice_version: ApiVersion) -> Writer {
         // The slot is consumed, so this is the one setting (unless a snapshot made it).
         let _ = self.shared.slice_version.set(slice_version);
         let cache = Cache(self.shared);
@@ -71,7 +74,8 @@ impl WriterSlot {
             next_rv: cache.start_rv() + 1,
             persister: self.disk.map(|disk| Persister::new(disk, &cache)),
             cache,
-            local_node: local_node.into(),
+            locality: locality.into(),
+            keys: watch::channel(None).0,
             upstream: PerKind::default(),
             services: HashMap::new(),
             nodes: NodeLabels::new(),
@@ -108,7 +112,11 @@ struct Upstream {
 /// The cache's single writer.
 pub struct Writer {
     cache: Cache,
-    local_node: String,
+    /// Whose view is served.
+    locality: Locality,
+    /// The node-label keys the Services' `topologyKeys` name, once the
+    /// Services are listed (what the node membership watches by).
+    keys: watch::Sender<Option<BTreeSet<String>>>,
     next_rv: u64,
     upstream: PerKind<Upstream>,
     /// Services with a valid `topologyKeys` annotation.
@@ -134,6 +142,11 @@ impl Writer {
     /// The cache this writer fills.
     pub fn cache(&self) -> &Cache {
         &self.cache
+    }
+
+    /// The node-label keys the Services name (None until they are listed).
+    pub fn topology_keys(&self) -> watch::Receiver<Option<BTreeSet<String>>> {
+        self.keys.subscribe()
     }
 
     /// Consumes reflector events until every sender is gone, keeping the

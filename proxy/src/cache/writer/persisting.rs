@@ -131,7 +131,7 @@ impl Writer {
             .map(|kind| (kind, self.cache.store(kind).export(events, bytes)))
             .collect();
         Capture {
-            node: self.local_node.clone(),
+            node: self.locality.owner(),
             taken: SystemTime::now(),
             clock: self.cache.current_rv(),
             slice_version: self.cache.native(ResourceKind::EndpointSlices),

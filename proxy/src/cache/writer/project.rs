@@ -10,7 +10,8 @@ use tracing::{debug, warn};
 use super::{Batch, Once, Stored, Writer};
 use crate::cache::{
     kind::ResourceKind,
-    topology::{self, TopologyKeys},
+    membership::Locality,
+    topology::{self, Selection, TopologyKeys},
 };
 
 impl Writer {
@@ -47,6 +48,7 @@ impl Writer {
             }
             self.emit(ResourceKind::Services, key, None, batch);
         }
+        self.publish_keys();
         for service in affected {
             self.project_endpoints(&service, batch);
             self.project_slices_of(&service, batch);
@@ -84,15 +86,71 @@ impl Writer {
         }
     }
 
-    /// Whether a node's label change can alter any view: it is the local node,
-    /// or a label some Service's topology keys name differs.
+    /// Tells the node membership which label keys the Services name, once
+    /// the Services are listed (an empty set too: then it lists the local
+    /// node(s) only).
+    pub(super) fn publish_keys(&self) {
+        if !self.upstream[ResourceKind::Services].synced {
+            return;
+        }
+        let keys: BTreeSet<String> = self
+            .services
+            .values()
+            .flat_map(TopologyKeys::label_keys)
+            .map(str::to_owned)
+            .collect();
+        self.keys.send_if_modified(|cur| {
+            let changed = cur.as_ref() != Some(&keys);
+            if changed {
+                *cur = Some(keys);
+            }
+            changed
+        });
+    }
+
+    /// The labels of the node(s) whose view is served.
+    fn local_labels(&self) -> Vec<&BTreeMap<String, String>> {
+        match &self.locality {
+            Locality::Node(name) => self.nodes.get(name).into_iter().collect(),
+            Locality::Site(_) => self
+                .nodes
+                .iter()
+                .filter(|(name, labels)| self.locality.is_local(name, labels))
+                .map(|(_, labels)| labels)
+                .collect(),
+        }
+    }
+
+    /// The selections of a Service with `keys` and these endpoints: one per
+    /// distinct local view (a site's nodes may choose differently); an
+    /// endpoint is served when any of them keeps it.
+    fn selections(&self, keys: &TopologyKeys, refs: &[topology::EndpointRef]) -> Vec<Selection> {
+        let locals = self.local_labels();
+        if locals.is_empty() {
+            return vec![topology::choose(keys, None, &self.nodes, refs)];
+        }
+        let mut out: Vec<Selection> = Vec::new();
+        for local in locals {
+            let s = topology::choose(keys, Some(local), &self.nodes, refs);
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    /// Whether a node's label change can alter any view: it is (or was) a
+    /// local node, or a label some Service's topology keys name differs.
     fn relevant(
         &self,
         node: &str,
         before: Option<&BTreeMap<String, String>>,
         after: Option<&BTreeMap<String, String>>,
     ) -> bool {
-        if node == self.local_node {
+        let local = |labels: Option<&BTreeMap<String, String>>| {
+            labels.is_some_and(|l| self.locality.is_local(node, l))
+        };
+        if local(before) || local(after) || self.locality.node() == Some(node) {
             return true;
         }
         self.services
@@ -179,9 +237,8 @@ impl Writer {
         }
         if let Some(keys) = self.services.get(key) {
             let refs = topology::endpoints_refs(&value);
-            let local = self.nodes.get(&self.local_node);
-            let selection = topology::choose(keys, local, &self.nodes, &refs);
-            topology::project_endpoints(&mut value, &selection, &self.nodes);
+            let selections = self.selections(keys, &refs);
+            topology::project_endpoints(&mut value, &selections, &self.nodes);
         }
         self.emit(ResourceKind::Endpoints, key, Some(value), batch);
     }
@@ -206,10 +263,9 @@ impl Writer {
                 .iter()
                 .flat_map(|(_, v)| topology::slice_refs(v))
                 .collect();
-            let local = self.nodes.get(&self.local_node);
-            let selection = topology::choose(keys, local, &self.nodes, &refs);
+            let selections = self.selections(keys, &refs);
             for (_, v) in values.iter_mut() {
-                topology::project_slice(v, &selection, &self.nodes);
+                topology::project_slice(v, &selections, &self.nodes);
             }
         }
         for (key, value) in values {
