@@ -17,6 +17,13 @@ pub enum Format {
         /// `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`.
         api_version: &'static str,
     },
+    /// Metadata only (`as=PartialObjectMetadata` or, for a list,
+    /// `as=PartialObjectMetadataList`, `meta.k8s.io/v1`), as metadata
+    /// informers ask; JSON only.
+    Metadata {
+        /// `PartialObjectMetadataList` was asked for.
+        list: bool,
+    },
 }
 
 /// Picks the best media range in `Accept` that can be produced: JSON (also
@@ -115,6 +122,12 @@ impl<'a> Range<'a> {
                     api_version: "meta.k8s.io/v1beta1",
                 })
             }
+            (Some("PartialObjectMetadata"), Some("meta.k8s.io"), Some("v1")) if !protobuf => {
+                Some(Format::Metadata { list: false })
+            }
+            (Some("PartialObjectMetadataList"), Some("meta.k8s.io"), Some("v1")) if !protobuf => {
+                Some(Format::Metadata { list: true })
+            }
             _ => None,
         }
     }
@@ -142,10 +155,37 @@ mod tests {
         );
         assert_eq!(
             negotiate(Some(
-                "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,\
+                "application/json;as=PartialObjectMetadataList;v=v2;g=meta.k8s.io,\
                  application/json;as=Table;v=v1;g=meta.k8s.io"
             )),
-            V1
+            V1,
+            "a conversion that cannot be produced is passed over"
+        );
+    }
+
+    #[test]
+    fn metadata_informers_get_partial_object_metadata() {
+        // What kube-rs (and client-go's metadata client) send.
+        assert_eq!(
+            negotiate(Some(
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+            )),
+            Some(Format::Metadata { list: true })
+        );
+        assert_eq!(
+            negotiate(Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")),
+            Some(Format::Metadata { list: false })
+        );
+        // In protobuf, or another version: not produced; a JSON fallback is.
+        assert_eq!(
+            negotiate(Some(
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+            )),
+            Some(Format::Json)
+        );
+        assert_eq!(
+            negotiate(Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1")),
+            None
         );
     }
 

@@ -226,7 +226,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         // The cache holds this node whole, other nodes' labels only.
         nodes: match &locality {
             Locality::Node(name) => gateway::CachedNodes::Only(name.as_str().into()),
-            Locality::Site(_) => gateway::CachedNodes::Labels,
+            Locality::Site(_) => gateway::CachedNodes::Labels(cache.clone()),
         },
     });
     let server = tokio::spawn(serve::serve(

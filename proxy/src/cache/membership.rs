@@ -278,6 +278,18 @@ impl Membership {
         self.started
     }
 
+    /// The scopes whose nodes the writer has been given in full.
+    pub fn scopes(&self) -> super::NodeScopes {
+        if !self.started {
+            return super::NodeScopes::new();
+        }
+        self.scopes
+            .iter()
+            .filter(|(_, s)| s.part.synced)
+            .map(|(k, s)| (k.clone(), s.values.clone()))
+            .collect()
+    }
+
     /// Brings the scope watches in line with the inputs, then tells the
     /// writer what changed once every watch is listed.
     fn settle(&mut self) -> Step {
@@ -543,6 +555,8 @@ pub async fn reflect_nodes(
                 return;
             }
         }
+        // Narrowed at once, widened once the writer has what was sent.
+        cache.set_node_scopes(machine.scopes());
         step = tokio::select! {
             changed = keys.changed() => {
                 if changed.is_err() {

@@ -37,6 +37,10 @@ pub use view::{View, ViewLabels};
 pub use watchers::{WatcherHandle, WatcherInfo, WatcherRegistry, WatcherSnapshot};
 pub use writer::{UpstreamEvent, Writer, WriterSlot};
 
+/// The node scopes the cache holds: label key → the values whose nodes it
+/// has (see [`membership`]).
+pub type NodeScopes = std::collections::BTreeMap<String, std::collections::BTreeSet<String>>;
+
 /// Sizes of the bounded buffers, and how the upstream is read.
 #[derive(Debug, Clone, Copy)]
 pub struct CacheConfig {
@@ -100,6 +104,8 @@ struct Shared {
     metrics: CacheMetrics,
     /// The persisted copy's figures.
     persist: persist::PersistStatus,
+    /// The node scopes the Nodes store holds in full.
+    node_scopes: parking_lot::RwLock<NodeScopes>,
 }
 
 /// An empty cache whose versions start now, and the one slot its writer comes from.
@@ -174,6 +180,7 @@ fn build(config: CacheConfig, start_rv: u64, readiness: Readiness) -> Arc<Shared
         watchers: Arc::default(),
         metrics: CacheMetrics::default(),
         persist: persist::PersistStatus::default(),
+        node_scopes: parking_lot::RwLock::default(),
     })
 }
 
@@ -181,6 +188,16 @@ impl Cache {
     /// What the cache was opened with.
     pub fn config(&self) -> &CacheConfig {
         &self.0.config
+    }
+
+    /// The node scopes whose nodes the cache holds, complete (listed).
+    pub fn node_scopes(&self) -> NodeScopes {
+        self.0.node_scopes.read().clone()
+    }
+
+    /// Records the scopes the writer has been given in full.
+    pub(crate) fn set_node_scopes(&self, scopes: NodeScopes) {
+        *self.0.node_scopes.write() = scopes;
     }
 
     /// The store of one resource.

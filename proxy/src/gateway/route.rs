@@ -7,6 +7,7 @@ use http::{header, request::Parts, Method};
 use sitegrid_apimachinery::{
     continue_token::ContinueToken,
     negotiate::{self, negotiate},
+    selector::{LabelSelector, Operator},
     status::StatusCause,
     table::IncludeObject,
     Status,
@@ -14,7 +15,7 @@ use sitegrid_apimachinery::{
 
 use super::query::Query;
 use crate::{
-    cache::{ApiVersion, ResourceKind, Served},
+    cache::{ApiVersion, Cache, NodeScopes, ResourceKind, Served},
     handlers::request::{
         CachedRequest, Filter, Format, ListFrom, ListRequest, RvMatch, Start, Verb, Versioning,
         WatchRequest,
@@ -77,8 +78,13 @@ pub enum CachedNodes {
     /// by `fieldSelector=metadata.name=` (what kube-proxy sends): the cache
     /// holds the local node whole, and of other nodes only their labels.
     Only(std::sync::Arc<str>),
-    /// None whole: a site proxy keeps only the labels of its nodes.
-    Labels,
+    /// None whole: a site proxy keeps only the labels of its nodes and of
+    /// the nodes sharing their values of a key in use. It answers, as
+    /// metadata (`as=PartialObjectMetadata`), the lists and watches of
+    /// nodes whose label selector stays within one of those scopes — what
+    /// its node proxies' membership asks, `key in (value)` — so node status
+    /// writes stop at the site proxy.
+    Labels(Cache),
 }
 
 /// Parses method, path, query and the negotiation headers into a route.
@@ -112,10 +118,31 @@ impl CachedNodes {
         match self {
             _ if req.served.kind != ResourceKind::Nodes => true,
             CachedNodes::Only(node) => req.single_name() == Some(node),
-            CachedNodes::Labels => false,
+            CachedNodes::Labels(cache) => {
+                let selector = match (&req.format, &req.verb) {
+                    (Format::Metadata { .. }, Verb::List(l)) => l.filter.label_selector(),
+                    (Format::Metadata { .. }, Verb::Watch(w)) => w.filter.label_selector(),
+                    _ => return false,
+                };
+                within_scopes(selector, &cache.node_scopes())
+            }
             _ => true,
         }
     }
+}
+
+/// Whether every node `selector` matches is in a scope: it requires
+/// `key in (values)` (or `key=value`) with `key` scoped and every value in
+/// that key's scope.
+fn within_scopes(selector: &LabelSelector, scopes: &NodeScopes) -> bool {
+    selector.requirements().iter().any(|r| {
+        matches!(
+            r.operator(),
+            Operator::In | Operator::Equals | Operator::DoubleEquals
+        ) && scopes
+            .get(r.key())
+            .is_some_and(|values| r.values().iter().all(|v| values.contains(v)))
+    })
 }
 
 /// A path of a cached kind: what it addresses.
@@ -172,6 +199,7 @@ fn cached(target: Target, raw_query: &str, parts: &Parts) -> Result<CachedReques
         match negotiate(accept) {
             Some(negotiate::Format::Json) => Format::Json,
             Some(negotiate::Format::Protobuf) => Format::Protobuf,
+            Some(negotiate::Format::Metadata { list }) => Format::Metadata { list },
             Some(negotiate::Format::Table { api_version }) => Format::Table {
                 api_version,
                 include: IncludeObject::parse(q.include_object.as_deref())
@@ -318,4 +346,36 @@ fn is_stream(query: &str) -> bool {
     form_urlencoded::parse(query.as_bytes()).any(|(k, v)| {
         (k == "watch" || k == "follow") && matches!(&*v, "1" | "true" | "True" | "TRUE" | "t")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A site proxy answers a node scope only when every node the selector
+    /// can match is one it holds.
+    #[test]
+    fn a_node_selector_is_answered_from_the_cache_only_within_a_held_scope() {
+        let scopes: NodeScopes = [
+            ("location".to_owned(), ["beijing".to_owned()].into()),
+            (
+                "kubernetes.io/hostname".to_owned(),
+                ["bj-1".to_owned(), "bj-2".to_owned()].into(),
+            ),
+        ]
+        .into();
+        let within = |s: &str| within_scopes(&LabelSelector::parse(s).unwrap(), &scopes);
+        assert!(within("location in (beijing)"));
+        assert!(within("location=beijing"));
+        assert!(within("kubernetes.io/hostname in (bj-2)"));
+        assert!(within("location in (beijing),rack=r1"), "narrower still");
+        assert!(
+            !within("location in (beijing,guangzhou)"),
+            "guangzhou is not held"
+        );
+        assert!(!within("location notin (guangzhou)"));
+        assert!(!within("zone in (z1)"), "no scope for zone");
+        assert!(!within("location"));
+        assert!(!within(""), "every node");
+    }
 }

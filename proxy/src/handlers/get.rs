@@ -5,6 +5,7 @@ use serde_json::json;
 use sitegrid_apimachinery::Status;
 
 use super::{
+    metadata,
     request::{CachedRequest, Format},
     table,
 };
@@ -33,6 +34,13 @@ pub fn get(cache: &Cache, req: &CachedRequest, name: &str) -> Result<Bytes, Stat
                 .message(&view, served)
                 .map_err(|e| Status::internal_error(e.to_string()))?;
             proto::object(served, message)
+        }
+        Format::Metadata { list: true } => return Err(metadata::not_a_list(kind)),
+        Format::Metadata { list: false } => {
+            let mut out = serde_json::to_vec(&metadata::partial(cache, &view, served))
+                .map_err(|e| Status::internal_error(e.to_string()))?;
+            out.push(b'\n');
+            Bytes::from(out)
         }
         Format::Table {
             api_version,

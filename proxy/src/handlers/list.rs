@@ -10,6 +10,7 @@ use sitegrid_apimachinery::{
 };
 
 use super::{
+    metadata,
     request::{CachedRequest, Format, ListFrom, ListRequest},
     table,
 };
@@ -189,6 +190,13 @@ pub fn render(cache: &Cache, req: &CachedRequest, page: &Page) -> Result<Framed,
             );
             Framed::new(frame.head, items, frame.tail, Join::Protobuf)
         }
+        Format::Metadata { list: false } => return Err(metadata::not_an_object(served.kind)),
+        Format::Metadata { list: true } => Framed::whole(metadata::list(
+            cache,
+            &page.items,
+            served,
+            page.meta.to_json(),
+        )),
         Format::Table {
             api_version,
             include,

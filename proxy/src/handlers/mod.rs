@@ -5,6 +5,7 @@
 
 mod get;
 mod list;
+mod metadata;
 pub mod request;
 mod table;
 mod watch;

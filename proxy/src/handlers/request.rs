@@ -77,6 +77,12 @@ pub enum Format {
         /// What each row carries as its `object` (`includeObject`).
         include: IncludeObject,
     },
+    /// Metadata only: `PartialObjectMetadata` objects (JSON), or a
+    /// `PartialObjectMetadataList` when `list` (what a metadata informer asks).
+    Metadata {
+        /// `as=PartialObjectMetadataList` was asked for.
+        list: bool,
+    },
 }
 
 impl Format {
@@ -84,7 +90,7 @@ impl Format {
     pub fn wire(self) -> Wire {
         match self {
             Format::Protobuf => Wire::Protobuf,
-            Format::Json | Format::Table { .. } => Wire::Json,
+            Format::Json | Format::Table { .. } | Format::Metadata { .. } => Wire::Json,
         }
     }
 
@@ -207,6 +213,11 @@ impl Filter {
     /// The one name the field selector pins (`metadata.name=X`), if it does.
     pub fn exact_name(&self) -> Option<&str> {
         self.field.exact_name()
+    }
+
+    /// The label selector.
+    pub fn label_selector(&self) -> &LabelSelector {
+        &self.label
     }
 
     /// Whether no selector narrows the result (kube-apiserver then reports remainingItemCount).

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     list::RV_WAIT,
+    metadata,
     request::{CachedRequest, Format, Start, WatchRequest},
     table::row,
 };
@@ -268,7 +269,9 @@ impl Watcher {
                 self.frame_for(EventType::Added, &event.object).await?
             }
             (_, _, true) => match self.req.format {
-                Format::Table { .. } => self.frame_for(event.event_type, &event.object).await?,
+                Format::Table { .. } | Format::Metadata { .. } => {
+                    self.frame_for(event.event_type, &event.object).await?
+                }
                 format => match self.cache.frame(event, self.req.served, format.wire()) {
                     Ok(frame) => frame,
                     Err(e) => return self.fail(&Status::internal_error(e.to_string())).await,
@@ -297,6 +300,10 @@ impl Watcher {
                     Err(Gone)
                 }
             },
+            Format::Metadata { .. } => Ok(watch_frame_value(
+                event_type.as_str(),
+                &metadata::partial(&self.cache, view, served),
+            )),
             Format::Table {
                 api_version,
                 include,
@@ -349,7 +356,11 @@ impl Watcher {
                 if initial_events_end {
                     metadata["annotations"] = json!(annotations);
                 }
-                let object = json!({"kind": served.kind.kind(), "apiVersion": served.api_version(), "metadata": metadata});
+                let (kind, api_version) = match self.req.format {
+                    Format::Metadata { .. } => ("PartialObjectMetadata", metadata::API_VERSION),
+                    _ => (served.kind.kind(), served.api_version()),
+                };
+                let object = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
                 watch_frame_value("BOOKMARK", &object)
             }
         };

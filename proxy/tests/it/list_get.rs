@@ -3,7 +3,7 @@
 use crate::common::*;
 use http_body_util::BodyExt;
 use kube::runtime::watcher::Event as W;
-use serde_json::json;
+use serde_json::{json, Value};
 use sitegrid_proxy::{cache::CacheConfig, cache::ResourceKind, handlers::HandlerSettings};
 
 const KUBE_PROXY_LS: &str = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
@@ -360,4 +360,85 @@ async fn requests_before_the_first_sync_wait_then_get_503() {
     let (code, s) = get_json(&app, "/api/v1/services").await;
     assert_eq!(code, 503);
     assert_eq!(s["reason"], "ServiceUnavailable");
+}
+
+/// Metadata informers (`as=PartialObjectMetadata`, what kube-rs's
+/// metadata watcher and client-go's metadata client send) get what
+/// kube-apiserver's response transform makes, instead of 406.
+#[tokio::test]
+async fn metadata_only_lists_gets_and_watches_as_kube_apiserver_transforms_them() {
+    let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    const LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+    const ONE: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    let body = |resp: http::Response<sitegrid_proxy::http::Body>| async move {
+        let code = resp.status().as_u16();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        (code, serde_json::from_slice::<Value>(&bytes).unwrap())
+    };
+    let (_, full) = get_json(&app, "/api/v1/namespaces/default/services").await;
+    let (code, list) =
+        body(call(&app, "/api/v1/namespaces/default/services", Some(LIST)).await).await;
+    assert_eq!(code, 200);
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert_eq!(list["apiVersion"], "meta.k8s.io/v1");
+    assert_eq!(list["metadata"], full["metadata"]);
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), full["items"].as_array().unwrap().len());
+    for (meta, whole) in items.iter().zip(full["items"].as_array().unwrap()) {
+        assert_eq!(
+            meta,
+            &json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                "metadata": whole["metadata"]})
+        );
+    }
+    let (code, one) = body(
+        call(
+            &app,
+            "/api/v1/namespaces/default/services/plain-echo",
+            Some(ONE),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(one["kind"], "PartialObjectMetadata");
+    assert_eq!(one["metadata"]["name"], "plain-echo");
+    assert!(one.get("spec").is_none());
+    // A list asked for as one object, and the reverse: kube-apiserver's 406s.
+    let (code, s) = body(call(&app, "/api/v1/nodes", Some(ONE)).await).await;
+    assert_eq!(code, 406);
+    assert_eq!(
+        s["message"],
+        "you requested PartialObjectMetadata, but the requested object is a list (*core.NodeList)"
+    );
+    let (code, s) = body(call(&app, "/api/v1/nodes/bj-1", Some(LIST)).await).await;
+    assert_eq!(code, 406);
+    assert_eq!(
+        s["message"],
+        "you requested PartialObjectMetadataList, but the requested object is not a list (*core.Node)"
+    );
+    // A watch: each event's object, and bookmarks, are PartialObjectMetadata.
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let uri = format!("/api/v1/nodes?watch=1&resourceVersion={rv}");
+    let mut stream = call(&app, &uri, Some(ONE)).await.into_body();
+    let mut bj2 = sitegrid_fakeapi::sample::two_sites("v1")
+        .into_iter()
+        .find(|o| o["kind"] == "Node" && o["metadata"]["name"] == "bj-2")
+        .unwrap();
+    bj2["metadata"]["labels"]["rack"] = json!("r9");
+    bj2["metadata"]["resourceVersion"] = json!("900");
+    p.handle(
+        ResourceKind::Nodes,
+        W::Apply(sitegrid_proxy::upstream::UpstreamObject::from_json(&bj2.to_string()).unwrap()),
+    );
+    let f = frames(&mut stream, 1).await;
+    assert_eq!(f[0]["type"], "MODIFIED");
+    assert_eq!(f[0]["object"]["kind"], "PartialObjectMetadata");
+    assert_eq!(f[0]["object"]["apiVersion"], "meta.k8s.io/v1");
+    assert_eq!(f[0]["object"]["metadata"]["labels"]["rack"], "r9");
+    assert!(f[0]["object"].get("status").is_none());
 }

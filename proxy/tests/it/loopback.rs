@@ -629,3 +629,142 @@ async fn node_heartbeats_go_no_further_and_nodes_changing_site_move_their_endpoi
         "bj-3 left the site's scope, gz-2 joined it; bj-2's heartbeat stayed upstream"
     );
 }
+
+/// Issue 16: per-site chaining. A node proxy whose upstream is its site's
+/// proxy serves what a node proxy on the API server serves, before and after
+/// nodes change site; the site proxy answers the node proxy's node scope
+/// from its cache (metadata only), so another node's status write reaches
+/// no node proxy at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_proxy_behind_its_site_proxy_serves_what_a_direct_one_does() {
+    use sitegrid_apimachinery::selector::LabelSelector;
+    use sitegrid_proxy::{
+        cache::{Cache, ResourceKind},
+        passthrough::AnonymousPassthrough,
+    };
+    async fn ready(cache: &Cache) {
+        for _ in 0..250 {
+            if cache.readiness().is_ready() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("a proxy did not sync");
+    }
+    let e = env("bj-1", "v1").await;
+    let mut site_opts = ProxyOptions::new("site-proxy", "127.0.0.1:0".parse().unwrap());
+    site_opts.site = Some(LabelSelector::parse("location=beijing").unwrap());
+    // The node proxy reads its own Node through the site proxy without credentials here.
+    site_opts.anonymous_passthrough = AnonymousPassthrough::All;
+    let site = start(
+        kube::Config::new(e._upstream.url().parse().unwrap()),
+        site_opts,
+    )
+    .await
+    .unwrap();
+    ready(&site.cache).await;
+    let site_url = format!("http://{}", site.local_addr);
+    let chained = start(
+        kube::Config::new(site_url.parse().unwrap()),
+        ProxyOptions::new("bj-1", "127.0.0.1:0".parse().unwrap()),
+    )
+    .await
+    .unwrap();
+    ready(&chained.cache).await;
+    let chained_url = format!("http://{}", chained.local_addr);
+    // Only the two endpoint kinds' items matter, without versions.
+    let items = |list: &Value| -> Vec<Value> {
+        let mut items = list["items"].as_array().cloned().unwrap_or_default();
+        for i in items.iter_mut() {
+            i["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .remove("resourceVersion");
+        }
+        items
+    };
+    let same_answers = || async {
+        let mut last = (Vec::new(), Vec::new());
+        for _ in 0..250 {
+            let mut all = (Vec::new(), Vec::new());
+            for path in [
+                "/api/v1/endpoints",
+                "/apis/discovery.k8s.io/v1/endpointslices",
+            ] {
+                all.0
+                    .extend(items(&http_get(&format!("{}{path}", e.url), false).await.1));
+                all.1.extend(items(
+                    &http_get(&format!("{chained_url}{path}"), false).await.1,
+                ));
+            }
+            if all.0 == all.1 {
+                return all.0;
+            }
+            last = all;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!(
+            "direct and chained differ:\n{:#?}\nvs\n{:#?}",
+            last.0, last.1
+        );
+    };
+    let first = same_answers().await;
+    assert!(!first.is_empty());
+    let (_, list) = http_get(
+        &format!("{chained_url}/apis/discovery.k8s.io/v1/endpointslices"),
+        false,
+    )
+    .await;
+    assert_eq!(slice_addresses(&list), ["10.0.0.70", "10.0.1.72"]);
+    // The node proxy's scope watch was answered by the site proxy: the API
+    // server has the direct proxy's and the site proxy's, and no third.
+    let scope_watches = e
+        .api
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.path == "/api/v1/nodes"
+                && r.query.contains("watch=true")
+                && r.query.contains("labelSelector=location+in+%28beijing%29")
+        })
+        .count();
+    assert_eq!(scope_watches, 2);
+    let nodes_from = chained.cache.store(ResourceKind::Nodes).last_rv();
+    // bj-2 reports its status; bj-3 moves to guangzhou, gz-2 to beijing.
+    let mut bj2 = e.api.get("nodes", None, "bj-2").unwrap();
+    bj2["status"]["conditions"] = json!([{"type": "Ready", "status": "True",
+        "lastHeartbeatTime": "2026-11-23T23:30:00Z", "reason": "KubeletReady"}]);
+    e.api.apply(bj2);
+    for (node, site) in [("bj-3", "guangzhou"), ("gz-2", "beijing")] {
+        let mut n = e.api.get("nodes", None, node).unwrap();
+        n["metadata"]["labels"]["location"] = json!(site);
+        e.api.apply(n);
+    }
+    let moved = same_answers().await;
+    assert_ne!(moved, first, "the moves changed what bj-1 routes to");
+    let (_, list) = http_get(
+        &format!("{chained_url}/apis/discovery.k8s.io/v1/endpointslices"),
+        false,
+    )
+    .await;
+    assert_eq!(slice_addresses(&list).len(), 2);
+    assert!(
+        !slice_addresses(&list).contains(&"10.0.1.72".to_owned()),
+        "bj-3 left"
+    );
+    let heard: Vec<String> = chained
+        .cache
+        .store(ResourceKind::Nodes)
+        .subscribe(Some(nodes_from))
+        .unwrap()
+        .replay
+        .iter()
+        .map(|ev| ev.object.name().to_owned())
+        .collect();
+    assert!(
+        !heard.contains(&"bj-2".to_owned()),
+        "bj-2's status write reached the node proxy: {heard:?}"
+    );
+    chained.shutdown().await;
+    site.shutdown().await;
+}
