@@ -9,7 +9,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
 # start_proxy NODE PORT [FLAGS...]: a sitegrid-proxy for NODE on 127.0.0.1:PORT with
 # kube-proxy's credentials ($PROXY_KUBECONFIG instead, when set), its snapshot in
 # $SITEGRID_E2E_RUN/proxy-data/NODE-PORT, and FLAGS; waits until it serves every cached
-# kind.
+# kind (of Nodes, its own, as kube-proxy lists it).
 start_proxy() {
     local node=$1 port=$2
     shift 2
@@ -17,9 +17,30 @@ start_proxy() {
         --bind-address "127.0.0.1:$port" --data-dir "$SITEGRID_E2E_RUN/proxy-data/$node-$port" \
         --log-level "${PROXY_LOG_LEVEL:-info}" "$@" >>"$SITEGRID_E2E_LOGS/proxy-$node.log" 2>&1 &
     track $!
-    local path
-    for path in /api/v1/services /api/v1/endpoints /apis/discovery.k8s.io/v1beta1/endpointslices /api/v1/nodes; do
-        retry 30 curl -sf -o /dev/null "http://127.0.0.1:$port$path?limit=1" || fail "proxy for $node does not serve $path"
+    proxy_serves "$port" "proxy for $node" "/api/v1/nodes?fieldSelector=metadata.name%3D$node&limit=1"
+}
+
+# start_site_proxy SELECTOR PORT [FLAGS...]: a site proxy (--site-selector SELECTOR) on
+# 127.0.0.1:PORT with the proxies' credentials, answering its node proxies' passthrough
+# without credentials too (loopback only); waits until it serves the endpoint kinds.
+start_site_proxy() {
+    local selector=$1 port=$2
+    shift 2
+    "$SITEGRID_PROXY_BIN" --kubeconfig "${PROXY_KUBECONFIG:-$SITEGRID_E2E_KUBE_PROXY_KUBECONFIG}" \
+        --site-selector "$selector" --anonymous-passthrough=all \
+        --bind-address "127.0.0.1:$port" --data-dir "$SITEGRID_E2E_RUN/proxy-data/site-$port" \
+        --log-level "${PROXY_LOG_LEVEL:-info}" "$@" >>"$SITEGRID_E2E_LOGS/proxy-site-$port.log" 2>&1 &
+    track $!
+    proxy_serves "$port" "site proxy $selector"
+}
+
+# proxy_serves PORT WHAT [PATH...]: waits until the proxy at PORT answers Services,
+# Endpoints, EndpointSlices and PATHs.
+proxy_serves() {
+    local port=$1 what=$2 path
+    shift 2
+    for path in /api/v1/services?limit=1 /api/v1/endpoints?limit=1 /apis/discovery.k8s.io/v1beta1/endpointslices?limit=1 "$@"; do
+        retry 30 curl -sf -o /dev/null "http://127.0.0.1:$port$path" || fail "$what does not serve $path"
     done
 }
 
