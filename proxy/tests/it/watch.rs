@@ -21,6 +21,14 @@ fn fast_bookmarks() -> HandlerSettings {
     }
 }
 
+/// `default/plain-echo` upstream now has one address, `ip` on bj-1, at version `rv`.
+fn plain_echo_at(p: &mut sitegrid_proxy::cache::Writer, ip: &str, rv: u64) {
+    p.handle(
+        ResourceKind::Endpoints,
+        W::Apply(endpoints("default", "plain-echo", &[(ip, "bj-1")], rv)),
+    );
+}
+
 fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
     v.iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -166,15 +174,7 @@ async fn the_resume_log_is_bounded_in_bytes_and_keeps_the_newest_events() {
                 .to_owned();
         }
         let ip = format!("10.0.1.{}", i % 250);
-        p.handle(
-            ResourceKind::Endpoints,
-            W::Apply(endpoints(
-                "default",
-                "plain-echo",
-                &[(&ip, "bj-1")],
-                1000 + i,
-            )),
-        );
+        plain_echo_at(&mut p, &ip, 1000 + i);
     }
     let sizes = cache.store(ResourceKind::Endpoints).sizes();
     assert!(sizes.log_bytes <= budget, "{sizes:?}");
@@ -328,15 +328,7 @@ async fn a_bookmark_never_claims_events_the_watcher_has_not_sent() {
         // does, its bookmark timer has long expired too.
         for i in 0..total {
             let ip = format!("10.0.{}.{}", 6 + round, i % 250);
-            p.handle(
-                ResourceKind::Endpoints,
-                W::Apply(endpoints(
-                    "default",
-                    "plain-echo",
-                    &[(&ip, "bj-1")],
-                    2000 + round * total + i,
-                )),
-            );
+            plain_echo_at(&mut p, &ip, 2000 + round * total + i);
         }
         std::thread::sleep(Duration::from_millis(5));
         let mut modified = 0;
@@ -615,15 +607,7 @@ async fn a_slow_watcher_is_ended_with_410_while_a_fast_one_keeps_up() {
     let mut fast_seen = Vec::new();
     for i in 0..total {
         let ip = format!("10.0.5.{}", i % 250);
-        p.handle(
-            ResourceKind::Endpoints,
-            W::Apply(endpoints(
-                "default",
-                "plain-echo",
-                &[(&ip, "bj-1")],
-                1000 + i,
-            )),
-        );
+        plain_echo_at(&mut p, &ip, 1000 + i);
         fast_seen.extend(frames(&mut fast, 1).await);
     }
     assert_eq!(
