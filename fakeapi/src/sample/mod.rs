@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::apiserver::ApiServer;
 use objects::{
-    endpoint_slice, endpoints, node, service, suffix_for, Backend, ServiceSpec, SliceSpec,
+    endpoint_slice, endpoints, kubelet_node, service, suffix_for, Backend, ServiceSpec, SliceSpec,
 };
 pub use world::{two_sites, World, WORLD};
 
@@ -102,7 +102,8 @@ impl SyntheticSize {
 }
 
 /// A large synthetic cluster: `sites` sites of `nodes_per_site` nodes
-/// (`site-<i>-node-<j>`, label `location=site-<i>`), and `services` Services
+/// (`site-<i>-node-<j>`, label `location=site-<i>`, each a full kubelet-made
+/// Node of about 5 KB with managedFields, conditions and images), and `services` Services
 /// `default/svc-<k>` with `topologyKeys: '["location"]'`, each with Endpoints
 /// and one EndpointSlice holding `endpoints_per_service` ready endpoints spread
 /// round-robin over all nodes. EndpointSlices are in `endpointslice_version`.
@@ -119,7 +120,13 @@ pub fn synthetic(
         for j in 0..nodes_per_site {
             let name = format!("site-{i}-node-{j}");
             let location = format!("site-{i}");
-            out.push(node(&name, &location, &addr(172, 16, nodes.len() + 1)));
+            let index = nodes.len();
+            out.push(kubelet_node(
+                &name,
+                &location,
+                &addr(172, 16, index + 1),
+                index,
+            ));
             nodes.push((name, location));
         }
     }

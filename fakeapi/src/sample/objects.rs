@@ -64,6 +64,179 @@ pub(crate) fn node(name: &str, location: &str, ip: &str) -> Value {
     })
 }
 
+/// `len` lower-case hex digits derived from `seed` (digests, machine ids).
+fn hex_for(seed: &str, len: usize) -> String {
+    let mut out = String::with_capacity(len + 32);
+    let mut round = 0u32;
+    while out.len() < len {
+        out.extend(
+            uid_for(&format!("{seed}/{round}"))
+                .chars()
+                .filter(|c| *c != '-'),
+        );
+        round += 1;
+    }
+    out.truncate(len);
+    out
+}
+
+/// The images a node of the synthetic cluster holds: `(repository, tag, sizeBytes)`.
+const NODE_IMAGES: &[(&str, &str, u64)] = &[
+    ("k8s.gcr.io/kube-proxy", "v1.20.2", 118_396_107),
+    ("quay.io/coreos/flannel", "v0.13.0", 57_156_911),
+    ("k8s.gcr.io/coredns", "1.7.0", 45_227_747),
+    ("sitegrid/sitegrid-proxy", "0.1.0", 21_804_032),
+    ("sitegrid/sitegrid-dnsd", "0.1.0", 9_871_360),
+    ("superedge/echoserver", "2.2", 95_348_101),
+    ("nginx", "1.19.6", 132_978_470),
+    ("busybox", "1.32.1", 1_231_731),
+    ("k8s.gcr.io/pause", "3.2", 682_696),
+];
+
+/// A Node as a kubelet 1.20 (with kubeadm, flannel and the docker runtime)
+/// registers and reports it, the `index`-th of the cluster: labels, the
+/// annotations and `managedFields` of kubeadm, kube-controller-manager, the
+/// kubelet and `kubectl label` (its `location`), a pod CIDR, capacity and
+/// allocatable, five conditions, addresses, nodeInfo and its images. About
+/// 5 KB of JSON, as a real one (the two-site sample's nodes are minimal).
+pub(crate) fn kubelet_node(name: &str, location: &str, ip: &str, index: usize) -> Value {
+    const T0: &str = "2026-11-21T15:12:22Z";
+    let cidr = format!("10.{}.{}.0/24", 64 + index / 256, index % 256);
+    let condition = |ty: &str, status: &str, reason: &str, message: &str| {
+        json!({"type": ty, "status": status, "lastHeartbeatTime": T0, "lastTransitionTime": T0,
+               "reason": reason, "message": message})
+    };
+    let images: Vec<Value> = NODE_IMAGES
+        .iter()
+        .map(|(repo, tag, size)| {
+            let digest = hex_for(&format!("image/{repo}:{tag}"), 64);
+            json!({"names": [format!("{repo}@sha256:{digest}"), format!("{repo}:{tag}")], "sizeBytes": size})
+        })
+        .collect();
+    let managed = |manager: &str, fields: Value| {
+        json!({"manager": manager, "operation": "Update", "apiVersion": "v1", "time": T0,
+               "fieldsType": "FieldsV1", "fieldsV1": fields})
+    };
+    let condition_fields = |ty: &str| {
+        (
+            format!("k:{{\"type\":\"{ty}\"}}"),
+            json!({".": {}, "f:lastHeartbeatTime": {}, "f:lastTransitionTime": {}, "f:message": {},
+                   "f:reason": {}, "f:status": {}, "f:type": {}}),
+        )
+    };
+    let resources = json!({".": {}, "f:cpu": {}, "f:ephemeral-storage": {}, "f:hugepages-1Gi": {},
+                           "f:hugepages-2Mi": {}, "f:memory": {}, "f:pods": {}});
+    let mut conditions = serde_json::Map::new();
+    conditions.insert(".".into(), json!({}));
+    for ty in ["DiskPressure", "MemoryPressure", "PIDPressure", "Ready"] {
+        let (k, v) = condition_fields(ty);
+        conditions.insert(k, v);
+    }
+    let kubelet_fields = json!({
+        "f:metadata": {
+            "f:annotations": {".": {}, "f:volumes.kubernetes.io/controller-managed-attach-detach": {}},
+            "f:labels": {".": {}, "f:beta.kubernetes.io/arch": {}, "f:beta.kubernetes.io/os": {},
+                         "f:kubernetes.io/arch": {}, "f:kubernetes.io/hostname": {}, "f:kubernetes.io/os": {}}
+        },
+        "f:status": {
+            "f:addresses": {".": {},
+                "k:{\"type\":\"Hostname\"}": {".": {}, "f:address": {}, "f:type": {}},
+                "k:{\"type\":\"InternalIP\"}": {".": {}, "f:address": {}, "f:type": {}}},
+            "f:allocatable": resources,
+            "f:capacity": resources,
+            "f:conditions": conditions,
+            "f:daemonEndpoints": {"f:kubeletEndpoint": {"f:Port": {}}},
+            "f:images": {},
+            "f:nodeInfo": {"f:architecture": {}, "f:bootID": {}, "f:containerRuntimeVersion": {},
+                           "f:kernelVersion": {}, "f:kubeProxyVersion": {}, "f:kubeletVersion": {},
+                           "f:machineID": {}, "f:operatingSystem": {}, "f:osImage": {}, "f:systemUUID": {}}
+        }
+    });
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": uid_for(&format!("node/{name}")),
+            "labels": {
+                "beta.kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "location": location,
+                "topology.kubernetes.io/zone": location
+            },
+            "annotations": {
+                "flannel.alpha.coreos.com/backend-data": format!("{{\"VtepMAC\":\"{}\"}}", mac_for(name)),
+                "flannel.alpha.coreos.com/backend-type": "vxlan",
+                "flannel.alpha.coreos.com/kube-subnet-manager": "true",
+                "flannel.alpha.coreos.com/public-ip": ip,
+                "kubeadm.alpha.kubernetes.io/cri-socket": "/var/run/dockershim.sock",
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true"
+            },
+            "managedFields": [
+                managed("kubeadm", json!({"f:metadata": {"f:annotations": {"f:kubeadm.alpha.kubernetes.io/cri-socket": {}}}})),
+                managed("kube-controller-manager", json!({
+                    "f:metadata": {"f:annotations": {"f:node.alpha.kubernetes.io/ttl": {}}},
+                    "f:spec": {"f:podCIDR": {}, "f:podCIDRs": {".": {}, format!("v:\"{cidr}\""): {}}}
+                })),
+                managed("flanneld", json!({
+                    "f:metadata": {"f:annotations": {"f:flannel.alpha.coreos.com/backend-data": {},
+                        "f:flannel.alpha.coreos.com/backend-type": {}, "f:flannel.alpha.coreos.com/kube-subnet-manager": {},
+                        "f:flannel.alpha.coreos.com/public-ip": {}}},
+                    "f:status": {"f:conditions": {"k:{\"type\":\"NetworkUnavailable\"}": {".": {},
+                        "f:lastHeartbeatTime": {}, "f:lastTransitionTime": {}, "f:message": {}, "f:reason": {},
+                        "f:status": {}, "f:type": {}}}}
+                })),
+                managed("kubelet", kubelet_fields),
+                managed("kubectl-label", json!({"f:metadata": {"f:labels": {"f:location": {}, "f:topology.kubernetes.io/zone": {}}}}))
+            ]
+        },
+        "spec": {"podCIDR": cidr, "podCIDRs": [cidr]},
+        "status": {
+            "capacity": {"cpu": "4", "ephemeral-storage": "101445540Ki", "hugepages-1Gi": "0",
+                         "hugepages-2Mi": "0", "memory": "8152900Ki", "pods": "110"},
+            "allocatable": {"cpu": "4", "ephemeral-storage": "93492209510", "hugepages-1Gi": "0",
+                            "hugepages-2Mi": "0", "memory": "8050500Ki", "pods": "110"},
+            "conditions": [
+                condition("NetworkUnavailable", "False", "FlannelIsUp", "Flannel is running on this node"),
+                condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                condition("Ready", "True", "KubeletReady", "kubelet is posting ready status. AppArmor enabled")
+            ],
+            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "machineID": hex_for(&format!("machine/{name}"), 32),
+                "systemUUID": uid_for(&format!("system/{name}")).to_uppercase(),
+                "bootID": uid_for(&format!("boot/{name}")),
+                "kernelVersion": "5.10.0-20-amd64",
+                "osImage": "Debian GNU/Linux 11 (bullseye)",
+                "containerRuntimeVersion": "docker://20.10.5",
+                "kubeletVersion": "v1.20.2",
+                "kubeProxyVersion": "v1.20.2",
+                "operatingSystem": "linux",
+                "architecture": "amd64"
+            },
+            "images": images
+        }
+    })
+}
+
+/// A locally administered MAC address derived from `seed` (flannel's VTEP).
+fn mac_for(seed: &str) -> String {
+    let hex = hex_for(&format!("mac/{seed}"), 10);
+    let mut mac = String::from("02");
+    for pair in hex.as_bytes().chunks(2) {
+        mac.push(':');
+        mac.push_str(std::str::from_utf8(pair).unwrap_or("00"));
+    }
+    mac
+}
+
 /// An Active Namespace.
 pub(crate) fn namespace(name: &str) -> Value {
     json!({
