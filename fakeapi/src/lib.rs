@@ -8,4 +8,4 @@ pub mod apiserver;
 pub mod kubectl;
 pub mod sample;
 
-pub use apiserver::{ApiServer, ApiServerConfig, RequestRecord, ServerHandle};
+pub use apiserver::{ApiServer, ApiServerConfig, Heartbeats, RequestRecord, ServerHandle};

@@ -6,7 +6,7 @@
 //! event history), `list`/`watch` serve reads, `write`/`patch` writes,
 //! `filter` selectors, `table` kubectl's server-side Tables, `discovery` the
 //! discovery documents, `serve` sockets, `faults` the faults a test
-//! switches on.
+//! switches on, `heartbeat` kubelets' node status writes.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -23,6 +23,7 @@ mod discovery;
 mod faults;
 mod filter;
 mod handler;
+mod heartbeat;
 mod list;
 mod object;
 mod patch;
@@ -36,6 +37,7 @@ mod watch;
 mod write;
 
 pub use faults::{Corruption, Faults, Verb as FaultVerb};
+pub use heartbeat::Heartbeats;
 pub(crate) use object::uuid_from;
 pub use serve::ServerHandle;
 

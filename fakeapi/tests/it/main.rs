@@ -4,6 +4,7 @@
 
 mod common;
 mod discovery;
+mod heartbeat;
 mod kubectl;
 mod list;
 mod serve;
