@@ -173,7 +173,9 @@ mod tests {
             Some(Format::Metadata { list: true })
         );
         assert_eq!(
-            negotiate(Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")),
+            negotiate(Some(
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+            )),
             Some(Format::Metadata { list: false })
         );
         // In protobuf, or another version: not produced; a JSON fallback is.
@@ -184,7 +186,9 @@ mod tests {
             Some(Format::Json)
         );
         assert_eq!(
-            negotiate(Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1")),
+            negotiate(Some(
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"
+            )),
             None
         );
     }

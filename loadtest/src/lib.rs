@@ -45,7 +45,14 @@ pub fn client() -> HttpClient {
         .build_http()
 }
 
-/// Starts the proxy binary `bin` for node `site-0-node-0` against `upstream`
+/// The node the load-test proxies serve (site 0's first).
+pub const PROXY_NODE: &str = "site-0-node-0";
+
+/// That node's own Node, which the proxy serves from its cache (other nodes
+/// pass through to the API server).
+pub const PROXY_NODE_PATH: &str = "/api/v1/nodes/site-0-node-0";
+
+/// Starts the proxy binary `bin` for node [`PROXY_NODE`] against `upstream`
 /// on a free loopback port, with `extra` flags; its snapshot goes to a
 /// directory of its own unless `extra` names a `--data-dir`.
 pub fn spawn_proxy(
@@ -62,7 +69,7 @@ pub fn spawn_proxy(
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
     let mut cmd = Command::new(bin);
     cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg("--hostname=site-0-node-0")
+        .arg(format!("--hostname={PROXY_NODE}"))
         .arg(format!("--bind-address={addr}"))
         .arg("--log-level=warn")
         .args(extra)

@@ -103,7 +103,7 @@ async fn slow_headers_and_idle_connections_are_closed_while_others_are_served() 
     // A keep-alive connection that went quiet after its request is closed too.
     let (answers, _) = abuse::raw_http1(
         addr,
-        b"GET /api/v1/nodes HTTP/1.1\r\nHost: sitegrid\r\n\r\n",
+        b"GET /api/v1/nodes/bj-1 HTTP/1.1\r\nHost: sitegrid\r\n\r\n",
         Duration::from_millis(500),
     )
     .await

@@ -537,7 +537,7 @@ async fn idle_watchers(
     let before = rss_kib(pid);
     let mut open = Vec::with_capacity(n);
     for _ in 0..n {
-        let path = "/api/v1/nodes?watch=1&labelSelector=bench%3Didle&allowWatchBookmarks=true";
+        let path = "/api/v1/services?watch=1&labelSelector=bench%3Didle&allowWatchBookmarks=true";
         open.push(http.request(get(*proxy, path, Some(PROTOBUF))?).await?);
     }
     tokio::time::sleep(Duration::from_secs(2)).await;

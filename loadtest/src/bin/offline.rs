@@ -77,7 +77,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let up = api.serve("127.0.0.1:0".parse()?).await?;
     let http = client();
     let (mut child, addr) = spawn_proxy(&proxy_bin, &up.url(), &flags)?;
-    for path in [SLICES, "/api/v1/services", "/api/v1/nodes"] {
+    for path in [
+        SLICES,
+        "/api/v1/services",
+        sitegrid_loadtest::PROXY_NODE_PATH,
+    ] {
         wait_served(&http, addr, path).await?;
     }
     let metrics_url = format!("http://{addr}/metrics");

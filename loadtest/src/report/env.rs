@@ -260,7 +260,7 @@ impl ProxyProcess {
         for path in [
             "/apis/discovery.k8s.io/v1/endpointslices",
             "/api/v1/services",
-            "/api/v1/nodes",
+            crate::PROXY_NODE_PATH,
         ] {
             wait_served(&http, self.addr, path)
                 .await

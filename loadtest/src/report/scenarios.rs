@@ -205,7 +205,7 @@ pub async fn memory(env: &Env, scale: Scale, idle_watchers: usize) -> Result<Mem
     let mut open = Vec::with_capacity(idle_watchers);
     for _ in 0..idle_watchers {
         let req = hyper::Request::get(format!(
-            "http://{}/api/v1/nodes?watch=1&labelSelector=loadtest%3Didle&allowWatchBookmarks=true",
+            "http://{}/api/v1/services?watch=1&labelSelector=loadtest%3Didle&allowWatchBookmarks=true",
             p.addr
         ))
         .body(Empty::<Bytes>::new())?;
