@@ -8,4 +8,7 @@ pub mod apiserver;
 pub mod kubectl;
 pub mod sample;
 
-pub use apiserver::{ApiServer, ApiServerConfig, Heartbeats, RequestRecord, ServerHandle};
+pub use apiserver::{
+    ApiServer, ApiServerConfig, Egress, FormEgress, Heartbeats, RequestRecord, ResourceEgress,
+    ServerHandle,
+};

@@ -1,7 +1,9 @@
 //! HTTP dispatch: route the request, run the one generic handler for its
-//! verb, and turn every error into a `Status` with its HTTP code. GETs are
-//! answered as plain JSON or, when the Accept header asks (kubectl), as a
-//! Table (`super::table`).
+//! verb, and turn every error into a `Status` with its HTTP code. Reads are
+//! answered in the representation the Accept header negotiates
+//! (`super::negotiate`): the objects, a Table (`super::table`, kubectl) or
+//! their metadata only (`super::metadata`). Every read of a resource is
+//! tagged for egress accounting (`super::egress`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -11,18 +13,22 @@ use http::header::{HeaderValue, ACCEPT, CACHE_CONTROL, CONTENT_TYPE, HOST};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full, Limited};
 use serde_json::Value;
+use sitegrid_apimachinery::negotiate::negotiate_status;
 use sitegrid_apimachinery::Status;
 
 use super::discovery;
+use super::egress::{Tag, Verb};
 use super::filter::Filter;
 use super::list;
+use super::metadata;
+use super::negotiate::{Form, Output};
 use super::object::Obj;
 use super::patch::PatchKind;
 use super::query::ListOptions;
 use super::resource::ResourceType;
 use super::routing::{route, Route};
 use super::table::TableRequest;
-use super::watch;
+use super::watch::{self, Objects};
 use super::write::{not_found, UpdateMode};
 use super::{Body, RequestRecord, Shared};
 
@@ -56,10 +62,53 @@ where
             })
             .collect(),
     });
-    Ok(match dispatch(&shared, req).await {
-        Ok(resp) => resp,
-        Err(status) => status_response(&status),
-    })
+    let accept = req
+        .headers()
+        .get(ACCEPT)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned);
+    let errors = Errors::for_accept(accept.as_deref());
+    Ok(
+        match dispatch(&shared, req, accept.as_deref(), errors).await {
+            Ok(resp) => resp,
+            Err(status) => errors.response(&status),
+        },
+    )
+}
+
+/// How this request's error Statuses are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Errors {
+    /// Compact JSON, as every answer.
+    Compact,
+    /// 2-space indented JSON: the Accept header offers no plain media type
+    /// (only `as=Table` or `as=PartialObjectMetadata[List]`), so kube-apiserver
+    /// falls back to its indented writer (reference §0, §9).
+    Indented,
+}
+
+impl Errors {
+    fn for_accept(accept: Option<&str>) -> Errors {
+        match negotiate_status(accept) {
+            Some(_) => Errors::Compact,
+            None => Errors::Indented,
+        }
+    }
+
+    /// The response for `status`.
+    fn response(self, status: &Status) -> Response<Body> {
+        let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = match self {
+            Errors::Compact => status.to_json(),
+            Errors::Indented => status.to_json_fallback(),
+        };
+        json_response(code, Bytes::from(body))
+    }
+
+    /// `result`, or the response for its error.
+    fn or_status(self, result: Result<Response<Body>, Status>) -> Response<Body> {
+        result.unwrap_or_else(|status| self.response(&status))
+    }
 }
 
 /// A JSON response with kube-apiserver's headers.
@@ -76,12 +125,6 @@ fn json_response(code: StatusCode, body: Bytes) -> Response<Body> {
     resp
 }
 
-/// The response for a Status error.
-pub(crate) fn status_response(status: &Status) -> Response<Body> {
-    let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_response(code, Bytes::from(status.to_json()))
-}
-
 fn value_response(code: StatusCode, v: &Value) -> Response<Body> {
     // Serializing a Value cannot fail.
     let mut body = serde_json::to_vec(v).unwrap_or_default();
@@ -89,18 +132,37 @@ fn value_response(code: StatusCode, v: &Value) -> Response<Body> {
     json_response(code, Bytes::from(body))
 }
 
-fn object_response(code: StatusCode, rt: &ResourceType, obj: &Obj) -> Response<Body> {
-    let mut out = Vec::with_capacity(obj.json.len() + 64);
-    obj.encode_typed(rt, &mut out);
-    out.push(b'\n');
-    json_response(code, Bytes::from(out))
+/// The answer to a write or GET of `obj`: the object, or its metadata when
+/// `as=PartialObjectMetadata` was negotiated (kube-rs' `patch_metadata`).
+fn object_response(
+    code: StatusCode,
+    rt: &ResourceType,
+    obj: &Obj,
+    output: Output,
+) -> Result<Response<Body>, Status> {
+    match output {
+        Output::Metadata { list: false } => Ok(json_response(code, metadata::object(obj))),
+        Output::Metadata { list: true } => Err(metadata::not_acceptable(rt, true)),
+        // Only GETs are answered with Tables (`get`); writes send the object.
+        Output::Objects | Output::Table { .. } => {
+            let mut out = Vec::with_capacity(obj.json.len() + 64);
+            obj.encode_typed(rt, &mut out);
+            out.push(b'\n');
+            Ok(json_response(code, Bytes::from(out)))
+        }
+    }
 }
 
 fn not_allowed() -> Status {
     Status::method_not_allowed("the server does not allow this method on the requested resource")
 }
 
-async fn dispatch<B>(shared: &Arc<Shared>, req: Request<B>) -> Result<Response<Body>, Status>
+async fn dispatch<B>(
+    shared: &Arc<Shared>,
+    req: Request<B>,
+    accept: Option<&str>,
+    errors: Errors,
+) -> Result<Response<Body>, Status>
 where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
@@ -110,11 +172,6 @@ where
     let query = req.uri().query().unwrap_or("").to_owned();
     let method = req.method().clone();
     let get = method == Method::GET || method == Method::HEAD;
-    let accept = req
-        .headers()
-        .get(ACCEPT)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned);
     match route {
         Route::Root if get => Ok(value_response(StatusCode::OK, &discovery::root(resources))),
         Route::Version if get => Ok(value_response(StatusCode::OK, &discovery::version())),
@@ -125,6 +182,13 @@ where
                 HeaderValue::from_static("text/plain; charset=utf-8"),
             );
             Ok(resp)
+        }
+        Route::DebugEgress if get => {
+            let egress = shared.egress.snapshot(resources);
+            // Serializing a struct of maps and integers cannot fail.
+            let mut body = serde_json::to_vec(&egress).unwrap_or_default();
+            body.push(b'\n');
+            Ok(Tag::Uncounted.attach(json_response(StatusCode::OK, Bytes::from(body))))
         }
         Route::CoreVersions if get => {
             let host = req
@@ -155,10 +219,16 @@ where
             watch,
         } => {
             let rt = resource(shared, rt)?;
+            let output = Output::negotiate(&rt, accept);
             match method {
                 Method::GET => {
-                    let namespace = namespace.as_deref();
-                    collection_get(shared, &rt, namespace, &query, watch, accept.as_deref())
+                    let read = Read {
+                        rt: &rt,
+                        namespace: namespace.as_deref(),
+                        query: &query,
+                        output,
+                    };
+                    Ok(read.collection(shared, watch, errors))
                 }
                 Method::POST if !watch => {
                     let Some(ns) = namespace.as_deref().or((!rt.namespaced).then_some("")) else {
@@ -166,7 +236,7 @@ where
                     };
                     let body = read_json(req).await?;
                     let obj = shared.store.create(&rt, ns, body, false)?;
-                    Ok(object_response(StatusCode::CREATED, &rt, &obj))
+                    object_response(StatusCode::CREATED, &rt, &obj, output)
                 }
                 _ => Err(not_allowed()),
             }
@@ -179,6 +249,7 @@ where
             watch,
         } => {
             let rt = resource(shared, rt)?;
+            let output = Output::negotiate(&rt, accept);
             let ns = namespace.unwrap_or_default();
             let mode = if status {
                 UpdateMode::Status
@@ -187,32 +258,19 @@ where
             };
             let store = &shared.store;
             match method {
-                Method::GET if watch || ListOptions::parse(&query)?.watch => {
-                    let mut opts = ListOptions::parse(&query)?;
-                    opts.watch = true;
-                    let by_name = format!("metadata.name={name}");
-                    opts.field_selector = if opts.field_selector.is_empty() {
-                        by_name
-                    } else {
-                        format!("{},{by_name}", opts.field_selector)
-                    };
-                    let namespace = rt.namespaced.then_some(ns.as_str());
-                    watch_or_list(shared, &rt, namespace, &opts, None)
-                }
                 Method::GET => {
-                    let obj = store
-                        .get(&rt, &super::store::key_of(&rt, &ns, &name))
-                        .ok_or_else(|| not_found(&rt, &name))?;
-                    let table = TableRequest::negotiate(&rt, accept.as_deref(), &query)?;
-                    Ok(match table {
-                        Some(table) => json_response(StatusCode::OK, table.object(&rt, &obj)),
-                        None => object_response(StatusCode::OK, &rt, &obj),
-                    })
+                    let read = Read {
+                        rt: &rt,
+                        namespace: rt.namespaced.then_some(ns.as_str()),
+                        query: &query,
+                        output,
+                    };
+                    Ok(read.object(shared, &name, watch, errors))
                 }
                 Method::PUT => {
                     let body = read_json(req).await?;
                     let obj = store.update(&rt, &ns, &name, body, mode)?;
-                    Ok(object_response(StatusCode::OK, &rt, &obj))
+                    object_response(StatusCode::OK, &rt, &obj, output)
                 }
                 Method::PATCH => {
                     let ct = req
@@ -224,11 +282,11 @@ where
                     let kind = PatchKind::from_content_type(&ct)?;
                     let patch = read_json(req).await?;
                     let obj = store.patch(&rt, &ns, &name, kind, &patch, mode)?;
-                    Ok(object_response(StatusCode::OK, &rt, &obj))
+                    object_response(StatusCode::OK, &rt, &obj, output)
                 }
                 Method::DELETE if !status => {
                     let obj = store.delete(&rt, &ns, &name)?;
-                    Ok(object_response(StatusCode::OK, &rt, &obj))
+                    object_response(StatusCode::OK, &rt, &obj, output)
                 }
                 _ => Err(not_allowed()),
             }
@@ -248,50 +306,159 @@ fn resource(shared: &Shared, idx: usize) -> Result<ResourceType, Status> {
         .ok_or_else(Status::not_found_resource)
 }
 
-/// GET on a collection: WATCH with `watch=true` or the `/watch/` prefix,
-/// else LIST, as a Table when `accept` asks for one.
-fn collection_get(
-    shared: &Arc<Shared>,
-    rt: &ResourceType,
-    namespace: Option<&str>,
-    query: &str,
-    watch_prefix: bool,
-    accept: Option<&str>,
-) -> Result<Response<Body>, Status> {
-    let mut opts = ListOptions::parse(query)?;
-    opts.watch |= watch_prefix;
-    // Watches stay JSON.
-    let table = if opts.watch {
-        None
-    } else {
-        TableRequest::negotiate(rt, accept, query)?
-    };
-    watch_or_list(shared, rt, namespace, &opts, table)
+/// A GET of a resource: a LIST, a WATCH or one object, answered in `output`.
+struct Read<'a> {
+    rt: &'a ResourceType,
+    /// The namespace of a namespaced request.
+    namespace: Option<&'a str>,
+    /// The raw query.
+    query: &'a str,
+    /// The negotiated representation.
+    output: Output,
 }
 
-/// A WATCH, or a LIST encoded as `table` says (plain JSON for `None`).
-fn watch_or_list(
-    shared: &Arc<Shared>,
-    rt: &ResourceType,
-    namespace: Option<&str>,
-    opts: &ListOptions,
-    table: Option<TableRequest>,
-) -> Result<Response<Body>, Status> {
-    let filter = Filter::new(rt, namespace, &opts.label_selector, &opts.field_selector)?;
-    if opts.watch {
-        let body = watch::watch(shared, rt, filter, opts)?;
-        let mut resp = Response::new(body);
-        let h = resp.headers_mut();
-        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
-        return Ok(resp);
+impl Read<'_> {
+    /// GET on a collection: WATCH with `watch=true` or the `/watch/` prefix,
+    /// else LIST. The response is tagged for egress, errors included.
+    fn collection(
+        &self,
+        shared: &Arc<Shared>,
+        watch_prefix: bool,
+        errors: Errors,
+    ) -> Response<Body> {
+        self.many(
+            shared,
+            ListOptions::parse(self.query),
+            watch_prefix,
+            None,
+            errors,
+        )
     }
-    let page = list::list(&shared.store, rt, &filter, opts)?;
-    let body = match table {
-        Some(table) => table.list(rt, &page),
-        None => page.to_json(rt),
-    };
-    Ok(json_response(StatusCode::OK, body))
+
+    /// GET on an object: the object, or a watch of it (`watch=true` or the
+    /// `/watch/` prefix). Tagged for egress, errors included.
+    fn object(
+        &self,
+        shared: &Arc<Shared>,
+        name: &str,
+        watch_prefix: bool,
+        errors: Errors,
+    ) -> Response<Body> {
+        let opts = ListOptions::parse(self.query);
+        if watch_prefix || opts.as_ref().is_ok_and(|o| o.watch) {
+            return self.many(shared, opts, true, Some(name), errors);
+        }
+        let tag = Tag::Read {
+            resource: self.rt.idx,
+            form: self.output.form(),
+            verb: Verb::Get,
+        };
+        let result = opts.and_then(|_| self.get(shared, name));
+        tag.attach(errors.or_status(result))
+    }
+
+    /// A LIST or WATCH of the collection (`watch`), or a watch of one object
+    /// (`name`), tagged for egress.
+    fn many(
+        &self,
+        shared: &Arc<Shared>,
+        opts: Result<ListOptions, Status>,
+        watch: bool,
+        name: Option<&str>,
+        errors: Errors,
+    ) -> Response<Body> {
+        let watch = watch || opts.as_ref().is_ok_and(|o| o.watch);
+        let tag = Tag::Read {
+            resource: self.rt.idx,
+            form: if watch {
+                watch_objects(self.output).map_or(Form::Metadata, Objects::form)
+            } else {
+                self.output.form()
+            },
+            verb: if watch { Verb::Watch } else { Verb::List },
+        };
+        let result = opts.and_then(|mut opts| {
+            opts.watch = watch;
+            if let Some(name) = name {
+                let by_name = format!("metadata.name={name}");
+                opts.field_selector = if opts.field_selector.is_empty() {
+                    by_name
+                } else {
+                    format!("{},{by_name}", opts.field_selector)
+                };
+            }
+            self.watch_or_list(shared, &opts)
+        });
+        tag.attach(errors.or_status(result))
+    }
+
+    /// The object `name` in `self.output`.
+    fn get(&self, shared: &Arc<Shared>, name: &str) -> Result<Response<Body>, Status> {
+        let rt = self.rt;
+        let key = super::store::key_of(rt, self.namespace.unwrap_or(""), name);
+        let obj = shared
+            .store
+            .get(rt, &key)
+            .ok_or_else(|| not_found(rt, name))?;
+        match self.output {
+            Output::Table { api_version } => Ok(json_response(
+                StatusCode::OK,
+                TableRequest::new(api_version, self.query)?.object(rt, &obj),
+            )),
+            output => object_response(StatusCode::OK, rt, &obj, output),
+        }
+    }
+
+    /// A WATCH, or a LIST page in `self.output`.
+    fn watch_or_list(
+        &self,
+        shared: &Arc<Shared>,
+        opts: &ListOptions,
+    ) -> Result<Response<Body>, Status> {
+        let rt = self.rt;
+        let filter = Filter::new(
+            rt,
+            self.namespace,
+            &opts.label_selector,
+            &opts.field_selector,
+        )?;
+        if opts.watch {
+            let body = match watch_objects(self.output) {
+                Some(objects) => watch::watch(shared, rt, filter, objects, opts)?,
+                // kube-apiserver fails to encode an object as a list: the
+                // watch ends before its first event.
+                None => Full::new(Bytes::new())
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            };
+            let mut resp = Response::new(body);
+            let h = resp.headers_mut();
+            h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+            return Ok(resp);
+        }
+        let page = list::list(&shared.store, rt, &filter, opts)?;
+        let body = match self.output {
+            Output::Objects => page.to_json(rt),
+            Output::Table { api_version } => {
+                TableRequest::new(api_version, self.query)?.list(rt, &page)
+            }
+            Output::Metadata { list: true } => metadata::list(&page),
+            Output::Metadata { list: false } => return Err(metadata::not_acceptable(rt, false)),
+        };
+        Ok(json_response(StatusCode::OK, body))
+    }
+}
+
+/// How a watch sends objects for `output`; `None` for `as=PartialObjectMetadataList`,
+/// which kube-apiserver cannot apply to an event's object. Table watches are
+/// sent as plain JSON here (kube-apiserver sends one Table per event).
+fn watch_objects(output: Output) -> Option<Objects> {
+    match output {
+        Output::Objects | Output::Table { .. } => Some(Objects::Full),
+        Output::Metadata { list: false } => Some(Objects::Metadata),
+        Output::Metadata { list: true } => None,
+    }
 }
 
 /// Read a JSON request body of at most [`MAX_BODY`] bytes. Other media types

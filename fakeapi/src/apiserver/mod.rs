@@ -4,9 +4,11 @@
 //! Layout: `routing` maps paths to resources, `handler` runs one generic
 //! handler per verb, `store` is the etcd stand-in (global resourceVersion,
 //! event history), `list`/`watch` serve reads, `write`/`patch` writes,
-//! `filter` selectors, `table` kubectl's server-side Tables, `discovery` the
-//! discovery documents, `serve` sockets, `faults` the faults a test
-//! switches on, `heartbeat` kubelets' node status writes.
+//! `filter` selectors, `negotiate` the representation a read asks for,
+//! `table` kubectl's server-side Tables, `metadata` metadata-only
+//! responses, `discovery` the discovery documents, `serve` sockets and the
+//! layers around the handler, `faults` the faults a test switches on,
+//! `egress` what the server sends, `heartbeat` kubelets' node status writes.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -20,11 +22,14 @@ use serde_json::Value;
 use sitegrid_apimachinery::Status;
 
 mod discovery;
+mod egress;
 mod faults;
 mod filter;
 mod handler;
 mod heartbeat;
 mod list;
+mod metadata;
+mod negotiate;
 mod object;
 mod patch;
 mod query;
@@ -36,13 +41,15 @@ mod table;
 mod watch;
 mod write;
 
+pub use egress::{Egress, FormEgress, ResourceEgress};
 pub use faults::{Corruption, Faults, Verb as FaultVerb};
 pub use heartbeat::Heartbeats;
 pub(crate) use object::uuid_from;
 pub use serve::ServerHandle;
 
+use egress::Meter;
 use resource::Resources;
-use store::{key_of, Store, WatchCounts};
+use store::{key_of, Store};
 
 /// Response body of every handler: a full JSON body or a watch stream.
 pub(crate) type Body = UnsyncBoxBody<Bytes, std::convert::Infallible>;
@@ -94,7 +101,8 @@ pub(crate) struct Shared {
     pub store: Store,
     /// Bumped by `disconnect_watches`; every watch stream ends on a change.
     pub disconnect: tokio::sync::watch::Sender<u64>,
-    pub watches: Arc<WatchCounts>,
+    /// What has been sent, and the open watches.
+    pub egress: Arc<Meter>,
     pub requests: Mutex<Vec<RequestRecord>>,
     /// Faults a test switched on.
     pub faults: Faults,
@@ -110,13 +118,14 @@ impl ApiServer {
     /// An empty server at resourceVersion 1.
     pub fn new(config: ApiServerConfig) -> Self {
         let resources = Resources::new(config.endpointslice_version);
+        let egress = Arc::new(Meter::new(resources.len()));
         let store = Store::new(resources, config.history);
         ApiServer {
             inner: Arc::new(Shared {
                 config,
                 store,
                 disconnect: tokio::sync::watch::channel(0).0,
-                watches: Arc::default(),
+                egress,
                 requests: Mutex::new(Vec::new()),
                 faults: Faults::default(),
             }),
@@ -214,9 +223,22 @@ impl ApiServer {
     }
 
     /// Number of watch streams currently open, per resource (e.g.
-    /// "services" -> 1); resources without open watches are absent.
+    /// "services" -> 1), in any form; resources without open watches are absent.
     pub fn open_watches(&self) -> BTreeMap<String, usize> {
-        self.inner.watches.snapshot()
+        self.egress()
+            .resources
+            .into_iter()
+            .filter_map(|(id, e)| {
+                let n = usize::try_from(e.open_watches()).unwrap_or(usize::MAX);
+                (n > 0).then_some((id, n))
+            })
+            .collect()
+    }
+
+    /// What this server has sent since it started, per resource and form
+    /// (see [`Egress`]); also served as JSON on `GET /debug/egress`.
+    pub fn egress(&self) -> Egress {
+        self.inner.egress.snapshot(&self.inner.store.resources)
     }
 }
 

@@ -2,6 +2,7 @@
 //! bytes encoded once, so lists, GETs and watch frames only copy slices.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -26,6 +27,9 @@ pub(crate) struct Obj {
     pub body: Map<String, Value>,
     /// `body` as compact JSON (how list items are sent).
     pub json: Bytes,
+    /// `metadata` alone as compact JSON, made on first use (what
+    /// `PartialObjectMetadata` carries) and then shared like `json`.
+    meta_json: OnceLock<Bytes>,
 }
 
 impl Obj {
@@ -46,7 +50,18 @@ impl Obj {
             rv,
             body,
             json,
+            meta_json: OnceLock::new(),
         }
+    }
+
+    /// `metadata` as compact JSON (`{}` if the body has none), encoded once.
+    pub fn meta_json(&self) -> &Bytes {
+        self.meta_json
+            .get_or_init(|| match self.body.get("metadata") {
+                // Serializing a Value cannot fail.
+                Some(meta) => Bytes::from(serde_json::to_vec(meta).unwrap_or_default()),
+                None => Bytes::from_static(b"{}"),
+            })
     }
 
     /// `metadata.labels`, if any.

@@ -11,6 +11,9 @@ pub(crate) enum Route {
     Version,
     /// `/healthz`, `/livez`, `/readyz`.
     Health,
+    /// `/debug/egress`: what the server has sent (`super::egress`), a path
+    /// no Kubernetes client uses.
+    DebugEgress,
     /// `/api`: APIVersions.
     CoreVersions,
     /// `/apis`: APIGroupList.
@@ -52,6 +55,7 @@ pub(crate) fn route(resources: &Resources, path: &str) -> Route {
         [] => Route::Root,
         ["version"] => Route::Version,
         ["healthz" | "livez" | "readyz", ..] => Route::Health,
+        ["debug", "egress"] => Route::DebugEgress,
         ["api"] => Route::CoreVersions,
         ["api", version, rest @ ..] => within(resources, "", version, rest),
         ["apis"] => Route::Groups,
@@ -137,6 +141,7 @@ mod tests {
         let r = Resources::new("v1");
         let idx = |id: &str| r.by_id(id).unwrap().idx;
         assert_eq!(route(&r, "/api"), Route::CoreVersions);
+        assert_eq!(route(&r, "/debug/egress"), Route::DebugEgress);
         assert_eq!(
             route(&r, "/api/v1"),
             Route::Resources {

@@ -1,9 +1,13 @@
 //! The listener: HTTP/1.1 and h2c on one port (hyper-util's auto builder),
-//! one task per connection, all of them ended when the handle goes.
+//! one task per connection, all of them ended when the handle goes; and the
+//! layers every request goes through ([`stack`]).
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use bytes::Bytes;
+use http::{Request, Response};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -11,8 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::faults::handle;
-use super::Shared;
+use super::{egress, faults, Body, Shared};
 
 /// A running server. Dropping it stops the server the same way as
 /// [`ServerHandle::shutdown`], without waiting.
@@ -97,7 +100,7 @@ async fn serve_connection(shared: Arc<Shared>, stream: TcpStream) {
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "set_nodelay failed");
     }
-    let service = service_fn(move |req| handle(Arc::clone(&shared), req));
+    let service = service_fn(move |req| stack(Arc::clone(&shared), req));
     let builder = auto::Builder::new(TokioExecutor::new());
     if let Err(e) = builder
         .serve_connection(TokioIo::new(stream), service)
@@ -105,4 +108,18 @@ async fn serve_connection(shared: Arc<Shared>, stream: TcpStream) {
     {
         tracing::debug!(error = %e, "apiserver connection ended with an error");
     }
+}
+
+/// Serve one request through the server's layers, outermost first.
+async fn stack<B>(shared: Arc<Shared>, req: Request<B>) -> Result<Response<Body>, Infallible>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    let meter = Arc::clone(&shared.egress);
+    // Faults around the real handler (which routes, answers and tags each
+    // read for egress): a test's broken server rewrites or replaces answers.
+    let resp = faults::handle(shared, req).await?;
+    // Egress outermost, so that what is counted is what is written.
+    Ok(egress::layer(&meter, resp))
 }

@@ -3,9 +3,9 @@
 //! for consistent list pages at an older resourceVersion.
 
 pub(crate) use sitegrid_apimachinery::watch::EventType;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -35,6 +35,17 @@ pub(crate) struct Event {
     pub prev: Option<Arc<Obj>>,
     /// The unfiltered watch frame, encoded once for every watcher.
     pub frame: Bytes,
+    /// The same as a `PartialObjectMetadata` frame, encoded on first use and
+    /// then shared by every metadata watcher.
+    meta_frame: OnceLock<Bytes>,
+}
+
+impl Event {
+    /// The unfiltered frame in the metadata form, made by `encode` the first
+    /// time it is asked for (the encoding is the watch's business).
+    pub fn meta_frame(&self, encode: impl FnOnce(&Event) -> Bytes) -> Bytes {
+        self.meta_frame.get_or_init(|| encode(self)).clone()
+    }
 }
 
 /// Encode `{"type":T,"object":{"kind":..,"apiVersion":..,...}}\n`.
@@ -244,6 +255,7 @@ impl Txn<'_> {
             object: Arc::clone(&obj),
             prev,
             frame,
+            meta_frame: OnceLock::new(),
         });
         s.history.push_back(Arc::clone(&ev));
         while s.history.len() > self.store.history_cap {
@@ -254,47 +266,5 @@ impl Txn<'_> {
         // An error only means nobody is watching this type right now.
         let _no_watchers = self.store.channels[rt.idx].send(ev).is_err();
         obj
-    }
-}
-
-/// Open watch streams per resource id, for `ApiServer::open_watches`.
-#[derive(Debug, Default)]
-pub(crate) struct WatchCounts {
-    counts: Mutex<HashMap<String, usize>>,
-}
-
-impl WatchCounts {
-    /// Count one more open watch on `id` until the guard is dropped.
-    pub fn open(self: &Arc<Self>, id: &str) -> WatchGuard {
-        *self.counts.lock().entry(id.to_owned()).or_insert(0) += 1;
-        WatchGuard {
-            counts: Arc::clone(self),
-            id: id.to_owned(),
-        }
-    }
-
-    /// Non-zero counts by id.
-    pub fn snapshot(&self) -> std::collections::BTreeMap<String, usize> {
-        self.counts
-            .lock()
-            .iter()
-            .filter(|(_, n)| **n > 0)
-            .map(|(k, n)| (k.clone(), *n))
-            .collect()
-    }
-}
-
-/// Decrements the open-watch count when the watch stream is dropped.
-#[derive(Debug)]
-pub(crate) struct WatchGuard {
-    counts: Arc<WatchCounts>,
-    id: String,
-}
-
-impl Drop for WatchGuard {
-    fn drop(&mut self) {
-        if let Some(n) = self.counts.counts.lock().get_mut(&self.id) {
-            *n = n.saturating_sub(1);
-        }
     }
 }

@@ -1,7 +1,7 @@
 //! Server-side Tables, what `kubectl get` asks for with
-//! `Accept: application/json;as=Table;v=v1;g=meta.k8s.io,…,application/json`:
-//! the negotiation, then a LIST page or one object converted with
-//! apimachinery's printers.
+//! `Accept: application/json;as=Table;v=v1;g=meta.k8s.io,…,application/json`
+//! (negotiated in `super::negotiate`): a LIST page or one object converted
+//! with apimachinery's printers.
 //!
 //! Only resources with a printer there (services, endpoints, endpointslices,
 //! nodes) answer Tables. For the others the Table offers are passed over and
@@ -13,8 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use serde_json::{json, Value};
-use sitegrid_apimachinery::negotiate::{negotiate, Format};
-use sitegrid_apimachinery::table::{column_definitions, row, table, IncludeObject};
+use sitegrid_apimachinery::table::{row, table, IncludeObject};
 use sitegrid_apimachinery::Status;
 
 use super::list::Page;
@@ -32,32 +31,19 @@ pub(crate) struct TableRequest {
 }
 
 impl TableRequest {
-    /// The Table a GET of `rt` asks for, `None` for plain JSON. A bad
-    /// `includeObject` is the apiserver's `400`; like the apiserver, it is
-    /// only looked at when a Table is answered.
-    pub(crate) fn negotiate(
-        rt: &ResourceType,
-        accept: Option<&str>,
-        query: &str,
-    ) -> Result<Option<TableRequest>, Status> {
-        // The served types are all built-in, so the plural names the printer.
-        if column_definitions(rt.plural).is_none() {
-            return Ok(None);
-        }
-        // Whatever is not a Table (JSON first, or nothing this server can
-        // produce) is answered with plain JSON.
-        let Some(Format::Table { api_version }) = negotiate(accept) else {
-            return Ok(None);
-        };
+    /// The Table negotiated in `api_version` (see `super::negotiate`), with
+    /// the request's `includeObject`; a bad one is the apiserver's `400`,
+    /// looked at only when a Table is answered.
+    pub(crate) fn new(api_version: &'static str, query: &str) -> Result<TableRequest, Status> {
         let include = parse_pairs(query)
             .into_iter()
             .find(|(k, _)| k == "includeObject")
             .map(|(_, v)| v);
         let include = IncludeObject::parse(include.as_deref()).map_err(Status::bad_request)?;
-        Ok(Some(TableRequest {
+        Ok(TableRequest {
             api_version,
             include,
-        }))
+        })
     }
 
     /// A LIST page as a Table: the list's metadata (resourceVersion, and
@@ -106,44 +92,24 @@ fn encode(v: &Value) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resource::Resources;
-
-    const KUBECTL: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,\
-                           application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
 
     #[test]
-    fn only_printed_resources_answer_tables() {
-        let resources = Resources::new("v1");
-        let rt = |id: &str| resources.by_id(id).unwrap();
-        let want = Some(TableRequest {
-            api_version: "meta.k8s.io/v1",
-            include: IncludeObject::Metadata,
-        });
-        for id in ["services", "endpoints", "endpointslices", "nodes"] {
-            assert_eq!(
-                TableRequest::negotiate(rt(id), Some(KUBECTL), ""),
-                Ok(want),
-                "{id}"
-            );
-        }
-        for id in ["configmaps", "namespaces"] {
-            assert_eq!(
-                TableRequest::negotiate(rt(id), Some(KUBECTL), "includeObject=Bogus"),
-                Ok(None),
-                "{id}"
-            );
-        }
+    fn include_object() {
+        let want = |include| {
+            Ok(TableRequest {
+                api_version: "meta.k8s.io/v1",
+                include,
+            })
+        };
         assert_eq!(
-            TableRequest::negotiate(rt("nodes"), None, "includeObject=Bogus"),
-            Ok(None)
+            TableRequest::new("meta.k8s.io/v1", ""),
+            want(IncludeObject::Metadata)
         );
         assert_eq!(
-            TableRequest::negotiate(rt("nodes"), Some(KUBECTL), "includeObject=None")
-                .map(|t| t.map(|t| t.include)),
-            Ok(Some(IncludeObject::None))
+            TableRequest::new("meta.k8s.io/v1", "includeObject=None"),
+            want(IncludeObject::None)
         );
-        let bad =
-            TableRequest::negotiate(rt("nodes"), Some(KUBECTL), "includeObject=Bogus").unwrap_err();
+        let bad = TableRequest::new("meta.k8s.io/v1", "includeObject=Bogus").unwrap_err();
         assert_eq!(bad.code, 400);
         assert!(bad.message.starts_with(
             "Unable to convert to Table as requested: includeObject: Invalid value: \"Bogus\""

@@ -1,4 +1,5 @@
-//! WATCH: newline-delimited JSON events, as kube-apiserver 1.20 streams them.
+//! WATCH: newline-delimited JSON events, as kube-apiserver 1.20 streams them,
+//! of whole objects or of their metadata only ([`Objects`]).
 //!
 //! Lag policy: live events arrive through a bounded broadcast channel per
 //! resource type; writers never wait. A watcher that falls more than the
@@ -19,12 +20,58 @@ use sitegrid_apimachinery::Status;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 
+use super::egress::WatchGuard;
 use super::filter::Filter;
+use super::metadata;
+use super::negotiate::Form;
 use super::object::{encode_typed, random_u64, Obj};
 use super::query::{ListOptions, ReadAt};
 use super::resource::ResourceType;
-use super::store::{encode_frame, Event, EventType, WatchGuard};
+use super::store::{encode_frame, Event, EventType};
 use super::{Body, Shared};
+
+/// How a watch sends its objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Objects {
+    /// Whole objects with kind and apiVersion.
+    Full,
+    /// `PartialObjectMetadata`.
+    Metadata,
+}
+
+impl Objects {
+    /// The form egress is counted in.
+    pub(crate) fn form(self) -> Form {
+        match self {
+            Objects::Full => Form::Full,
+            Objects::Metadata => Form::Metadata,
+        }
+    }
+
+    /// The frame of event type `ty` carrying `obj`.
+    fn frame(self, ty: &str, rt: &ResourceType, obj: &Obj) -> Bytes {
+        match self {
+            Objects::Full => encode_frame(ty, rt, obj),
+            Objects::Metadata => metadata::frame(ty, obj),
+        }
+    }
+
+    /// The frame of `ev` as it happened, shared by every watcher of this form.
+    fn shared_frame(self, ev: &Event) -> Bytes {
+        match self {
+            Objects::Full => ev.frame.clone(),
+            Objects::Metadata => ev.meta_frame(|ev| metadata::frame(ev.ty.as_str(), &ev.object)),
+        }
+    }
+
+    /// A BOOKMARK frame at `rv`.
+    fn bookmark(self, rt: &ResourceType, rv: u64) -> Bytes {
+        match self {
+            Objects::Full => bookmark_frame(rt, rv),
+            Objects::Metadata => metadata::bookmark_frame(rv),
+        }
+    }
+}
 
 /// Encode a BOOKMARK frame at `rv`.
 fn bookmark_frame(rt: &ResourceType, rv: u64) -> Bytes {
@@ -47,29 +94,30 @@ fn error_frame(status: &Status) -> Bytes {
     Bytes::from(out)
 }
 
-/// The frame `filter`'s view of `ev` produces, if any. With selectors, an
-/// object that stops matching is DELETED (old content, new resourceVersion)
-/// and one that starts matching is ADDED (reference §5).
-fn frame_for(rt: &ResourceType, filter: &Filter, ev: &Event) -> Option<Bytes> {
+/// The frame `filter`'s view of `ev` produces, if any, its objects as
+/// `objects` says. With selectors, an object that stops matching is DELETED
+/// (old content, new resourceVersion) and one that starts matching is ADDED
+/// (reference §5).
+fn frame_for(rt: &ResourceType, filter: &Filter, objects: Objects, ev: &Event) -> Option<Bytes> {
     if let Some(ns) = &filter.namespace {
         if &ev.object.namespace != ns {
             return None;
         }
     }
     if !filter.has_selectors() {
-        return Some(ev.frame.clone());
+        return Some(objects.shared_frame(ev));
     }
     let now = filter.matches(&ev.object);
     let before = ev.prev.as_deref().is_some_and(|p| filter.matches(p));
     match (ev.ty, before, now) {
         (EventType::Added, _, true)
         | (EventType::Deleted, _, true)
-        | (EventType::Modified, true, true) => Some(ev.frame.clone()),
-        (EventType::Modified, false, true) => Some(encode_frame("ADDED", rt, &ev.object)),
+        | (EventType::Modified, true, true) => Some(objects.shared_frame(ev)),
+        (EventType::Modified, false, true) => Some(objects.frame("ADDED", rt, &ev.object)),
         (EventType::Modified, true, false) => ev
             .prev
             .as_deref()
-            .map(|p| encode_frame("DELETED", rt, &p.at_rv(ev.rv))),
+            .map(|p| objects.frame("DELETED", rt, &p.at_rv(ev.rv))),
         _ => None,
     }
 }
@@ -79,6 +127,7 @@ struct Watcher {
     shared: Arc<Shared>,
     rt: ResourceType,
     filter: Filter,
+    objects: Objects,
     phase: Phase,
     rx: broadcast::Receiver<Arc<Event>>,
     deadline: Instant,
@@ -150,7 +199,7 @@ impl Watcher {
                 }
                 Step::Event(ev) if ev.rv <= self.after => {}
                 Step::Event(ev) => {
-                    if let Some(frame) = frame_for(&self.rt, &self.filter, &ev) {
+                    if let Some(frame) = frame_for(&self.rt, &self.filter, self.objects, &ev) {
                         self.last_sent = self.last_sent.max(ev.rv);
                         return Some(frame);
                     }
@@ -162,7 +211,7 @@ impl Watcher {
                     let rv = self.shared.store.read(|s| rx.is_empty().then_some(s.rv));
                     if let Some(rv) = rv.filter(|rv| *rv > self.last_sent) {
                         self.last_sent = rv;
-                        return Some(bookmark_frame(&self.rt, rv));
+                        return Some(self.objects.bookmark(&self.rt, rv));
                     }
                 }
             }
@@ -187,11 +236,13 @@ enum Step {
     Bookmark,
 }
 
-/// Start a watch of `rt` through `filter`; the body streams until it ends.
+/// Start a watch of `rt` through `filter`, sending `objects`; the body
+/// streams until it ends.
 pub(crate) fn watch(
     shared: &Arc<Shared>,
     rt: &ResourceType,
     filter: Filter,
+    objects: Objects,
     opts: &ListOptions,
 ) -> Result<Body, Status> {
     if opts.send_initial_events {
@@ -227,7 +278,7 @@ pub(crate) fn watch(
         Begin::Current(objs, rv) => {
             let mut out = Vec::new();
             for obj in objs.iter().filter(|o| filter.matches(o)) {
-                push_added(rt, obj, &mut out);
+                push_added(rt, objects, obj, &mut out);
             }
             (Phase::Initial(Bytes::from(out)), rv)
         }
@@ -237,7 +288,10 @@ pub(crate) fn watch(
         }
         Begin::Replay(events, n) => {
             let mut out = Vec::new();
-            for frame in events.iter().filter_map(|ev| frame_for(rt, &filter, ev)) {
+            for frame in events
+                .iter()
+                .filter_map(|ev| frame_for(rt, &filter, objects, ev))
+            {
                 out.extend_from_slice(&frame);
             }
             // Events up to the newest replayed one have been delivered.
@@ -263,6 +317,7 @@ pub(crate) fn watch(
         shared: Arc::clone(shared),
         rt: rt.clone(),
         filter,
+        objects,
         phase,
         rx,
         deadline: Instant::now() + timeout,
@@ -270,7 +325,7 @@ pub(crate) fn watch(
         after,
         last_sent: after,
         disconnect: shared.disconnect.subscribe(),
-        _open: shared.watches.open(&rt.id),
+        _open: shared.egress.open_watch(rt.idx, objects.form()),
     };
     let stream = futures::stream::unfold(watcher, |mut w| async move {
         let chunk = w.next_chunk().await?;
@@ -280,9 +335,12 @@ pub(crate) fn watch(
 }
 
 /// Append the synthetic ADDED frame of `obj`.
-fn push_added(rt: &ResourceType, obj: &Obj, out: &mut Vec<u8>) {
+fn push_added(rt: &ResourceType, objects: Objects, obj: &Obj, out: &mut Vec<u8>) {
     out.extend_from_slice(b"{\"type\":\"ADDED\",\"object\":");
-    obj.encode_typed(rt, out);
+    match objects {
+        Objects::Full => obj.encode_typed(rt, out),
+        Objects::Metadata => metadata::push_object(obj, out),
+    }
     out.extend_from_slice(b"}\n");
 }
 

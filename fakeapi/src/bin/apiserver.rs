@@ -1,6 +1,6 @@
 //! `sitegrid-apiserver`: the in-memory Kubernetes API server on a TCP port,
 //! loaded with a sample cluster, until Ctrl-C; optionally with kubelets'
-//! node heartbeats.
+//! node heartbeats. What it has sent is on `GET /debug/egress`.
 //!
 //! The issue-16 scale (5,000 nodes in 100 sites, 10,000 Services):
 //! `sitegrid-apiserver --sample synthetic --sites 100 --nodes-per-site 50
@@ -95,8 +95,9 @@ async fn main() -> ExitCode {
     };
     println!("{}", handle.url());
     eprintln!(
-        "serving {count} objects (loaded in {loaded_in:.1?}) at resourceVersion {} (EndpointSlices {version}); Ctrl-C to stop",
-        server.resource_version()
+        "serving {count} objects (loaded in {loaded_in:.1?}) at resourceVersion {} (EndpointSlices {version}); egress on {}/debug/egress; Ctrl-C to stop",
+        server.resource_version(),
+        handle.url()
     );
     let _heartbeats = args.node_heartbeat_period.map(|period| {
         let nodes = server.list("nodes").len();

@@ -72,11 +72,13 @@ impl Http {
         Http { base, client }
     }
 
-    pub async fn send(
+    /// Send a request, with an `Accept` header if given.
+    pub async fn send_accepting(
         &self,
         method: Method,
         path: &str,
         content_type: Option<&str>,
+        accept: Option<&str>,
         body: Vec<u8>,
     ) -> hyper::Response<Incoming> {
         let mut req = Request::builder()
@@ -84,6 +86,9 @@ impl Http {
             .uri(format!("{}{path}", self.base));
         if let Some(ct) = content_type {
             req = req.header("content-type", ct);
+        }
+        if let Some(accept) = accept {
+            req = req.header("accept", accept);
         }
         let req = req.body(Full::new(Bytes::from(body))).unwrap();
         tokio::time::timeout(WAIT, self.client.request(req))
@@ -99,7 +104,22 @@ impl Http {
         content_type: Option<&str>,
         body: Vec<u8>,
     ) -> Reply {
-        let resp = self.send(method, path, content_type, body).await;
+        self.call_accepting(method, path, content_type, None, body)
+            .await
+    }
+
+    /// [`Http::call`] with an `Accept` header.
+    pub async fn call_accepting(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        accept: Option<&str>,
+        body: Vec<u8>,
+    ) -> Reply {
+        let resp = self
+            .send_accepting(method, path, content_type, accept, body)
+            .await;
         let status = resp.status();
         let headers = resp.headers().clone();
         let body = tokio::time::timeout(WAIT, resp.into_body().collect())
@@ -116,6 +136,12 @@ impl Http {
 
     pub async fn get(&self, path: &str) -> Reply {
         self.call(Method::GET, path, None, Vec::new()).await
+    }
+
+    /// A GET with an `Accept` header.
+    pub async fn get_as(&self, path: &str, accept: &str) -> Reply {
+        self.call_accepting(Method::GET, path, None, Some(accept), Vec::new())
+            .await
     }
 
     pub async fn post(&self, path: &str, body: &Value) -> Reply {
@@ -154,12 +180,20 @@ impl Http {
 
     /// Open a watch; the response head must be 200 application/json.
     pub async fn watch(&self, path: &str) -> Watch {
-        let resp = self.send(Method::GET, path, None, Vec::new()).await;
+        self.watch_as(path, None).await
+    }
+
+    /// [`Http::watch`] with an `Accept` header.
+    pub async fn watch_as(&self, path: &str, accept: Option<&str>) -> Watch {
+        let resp = self
+            .send_accepting(Method::GET, path, None, accept, Vec::new())
+            .await;
         assert_eq!(resp.status(), StatusCode::OK, "watch {path}");
         assert_eq!(resp.headers()["content-type"], "application/json");
         Watch {
             body: resp.into_body(),
             buf: Vec::new(),
+            received: 0,
         }
     }
 }
@@ -168,6 +202,8 @@ impl Http {
 pub struct Watch {
     body: Incoming,
     buf: Vec<u8>,
+    /// Body bytes received so far.
+    pub received: u64,
 }
 
 impl Watch {
@@ -184,6 +220,7 @@ impl Watch {
             match frame {
                 Some(Ok(f)) => {
                     if let Ok(data) = f.into_data() {
+                        self.received += data.len() as u64;
                         self.buf.extend_from_slice(&data);
                     }
                 }
@@ -217,6 +254,7 @@ impl Watch {
             Err(_) => true,
             Ok(Some(Ok(f))) => {
                 if let Ok(data) = f.into_data() {
+                    self.received += data.len() as u64;
                     self.buf.extend_from_slice(&data);
                 }
                 !self.buf.contains(&b'\n')
@@ -249,4 +287,24 @@ pub fn endpoints(ns: &str, name: &str, labels: Value, ips: &[&str]) -> Value {
     let addresses: Vec<Value> = ips.iter().map(|ip| serde_json::json!({"ip": ip})).collect();
     serde_json::json!({"apiVersion":"v1","kind":"Endpoints","metadata":{"name":name,"namespace":ns,"labels":labels},
         "subsets":[{"addresses":addresses,"ports":[{"name":"http","port":8080,"protocol":"TCP"}]}]})
+}
+
+/// What kube-rs sends for a metadata list (`Api::list_metadata`, `metadata_watcher`).
+pub const METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+
+/// What kube-rs sends for a metadata GET or watch.
+pub const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+
+/// A server loaded with the two-site world.
+pub async fn start_two_sites() -> Harness {
+    let h = start_default().await;
+    h.server.load(sitegrid_fakeapi::sample::two_sites("v1"));
+    h
+}
+
+/// `node` (a Node as the server returns it) with label `location` set to `site`.
+pub fn relabelled(node: &Value, site: &str) -> Value {
+    let mut node = node.clone();
+    node["metadata"]["labels"]["location"] = serde_json::json!(site);
+    node
 }
