@@ -768,3 +768,100 @@ async fn a_node_proxy_behind_its_site_proxy_serves_what_a_direct_one_does() {
     chained.shutdown().await;
     site.shutdown().await;
 }
+
+/// Issue 16: list/watch semantics through two proxies. The site proxy
+/// restarts (new versions, no history); the node proxy's resume is refused,
+/// it relists, and its own watchers see only what really changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_site_proxy_restart_costs_the_node_proxys_watchers_nothing() {
+    use sitegrid_apimachinery::selector::LabelSelector;
+    use sitegrid_proxy::{cache::Cache, passthrough::AnonymousPassthrough};
+    async fn ready(cache: &Cache) {
+        for _ in 0..250 {
+            if cache.readiness().is_ready() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("a proxy did not sync");
+    }
+    let e = env("bj-1", "v1").await;
+    let upstream = || kube::Config::new(e._upstream.url().parse().unwrap());
+    let site_opts = |addr: std::net::SocketAddr| {
+        let mut o = ProxyOptions::new("site-proxy", addr);
+        o.site = Some(LabelSelector::parse("location=beijing").unwrap());
+        o.anonymous_passthrough = AnonymousPassthrough::All;
+        // Passed-through streams (the node proxy's own Node) end at once.
+        o.grace = Duration::ZERO;
+        o
+    };
+    let site = start(upstream(), site_opts("127.0.0.1:0".parse().unwrap()))
+        .await
+        .unwrap();
+    ready(&site.cache).await;
+    let site_addr = site.local_addr;
+    let node = start(
+        kube::Config::new(format!("http://{site_addr}").parse().unwrap()),
+        ProxyOptions::new("bj-2", "127.0.0.1:0".parse().unwrap()),
+    )
+    .await
+    .unwrap();
+    ready(&node.cache).await;
+    let slices = format!(
+        "http://{}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+        node.local_addr
+    );
+    let (_, list) = http_get(&slices, false).await;
+    assert_eq!(slice_addresses(&list), ["10.0.0.70", "10.0.1.72"]);
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let watch = client
+        .get(
+            format!("{slices}?watch=1&resourceVersion={rv}")
+                .parse()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(watch.status(), 200);
+    let mut body = watch.into_body();
+
+    site.shutdown().await;
+    let site = start(upstream(), site_opts(site_addr)).await.unwrap();
+    ready(&site.cache).await;
+    let mut gz2 = e.api.get("nodes", None, "gz-2").unwrap();
+    gz2["metadata"]["labels"]["location"] = json!("beijing");
+    e.api.apply(gz2);
+
+    // The first event the node proxy's watcher gets is the slice gaining
+    // gz-2's pod: nothing from the restart, the 410 or the relist.
+    let mut buf = Vec::new();
+    let frame: Value = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                return serde_json::from_slice(&buf[..pos]).unwrap();
+            }
+            let chunk = body.frame().await.unwrap().unwrap();
+            if let Ok(data) = chunk.into_data() {
+                buf.extend_from_slice(&data);
+            }
+        }
+    })
+    .await
+    .expect("no event after the site proxy's restart");
+    assert_eq!(frame["type"], "MODIFIED", "{frame}");
+    let mut ips: Vec<&str> = frame["object"]["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|ep| ep["addresses"][0].as_str().unwrap())
+        .collect();
+    ips.sort();
+    assert_eq!(ips.len(), 3, "{frame}");
+    assert!(ips.contains(&"10.0.0.70") && ips.contains(&"10.0.1.72"));
+    node.shutdown().await;
+    site.shutdown().await;
+}
