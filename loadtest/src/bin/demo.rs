@@ -56,11 +56,11 @@ async fn run(args: &Args) -> anyhow::Result<()> {
     api.load(sample::two_sites(version));
     let upstream = api.serve(args.upstream_address).await?;
     let config = kube::Config::new(upstream.url().parse()?);
-    let proxy = start(
-        config,
-        ProxyOptions::new(args.hostname.clone(), args.bind_address),
-    )
-    .await?;
+    let mut options = ProxyOptions::new(args.hostname.clone(), args.bind_address);
+    // kubectl without credentials may read what passes through (other
+    // nodes): the upstream is the in-memory sample, on loopback.
+    options.anonymous_passthrough = sitegrid_proxy::passthrough::AnonymousPassthrough::All;
+    let proxy = start(config, options).await?;
     println!(
         "{}",
         instructions(proxy.local_addr, &upstream.url(), &args.hostname)
@@ -83,7 +83,7 @@ fn instructions(proxy: SocketAddr, upstream: &str, node: &str) -> String {
          What {node} sees (only its own site's endpoints):\n\
          \x20 kubectl --server {p} get endpointslices -A -o wide\n\
          \x20 kubectl --server {p} get endpoints -A\n\
-         \x20 kubectl --server {p} get svc,nodes -A\n\
+         \x20 kubectl --server {p} get svc,nodes -A   (its own Node from the cache, the others passed through)\n\
          What the API server holds (every endpoint):\n\
          \x20 kubectl --server {upstream} get endpointslices -A -o wide\n\
          Watch the filtered view (replays from a resourceVersion, ends after 30 s):\n\
