@@ -19,8 +19,9 @@ use crate::{
 };
 
 /// sitegrid-proxy: serves kube-proxy (and other informers) services,
-/// endpoints, endpointslices and nodes from a cache filtered to this node's
-/// site, and passes every other request to the API server.
+/// endpoints, endpointslices and this node's Node from a cache filtered to
+/// this node's site (or, with --site-selector, a whole site's), and passes
+/// every other request to the API server.
 #[derive(Debug, Parser)]
 #[command(name = "sitegrid-proxy", version, about, long_about = None)]
 pub struct Cli {
