@@ -216,6 +216,27 @@ mod tests {
     }
 
     #[test]
+    fn a_site_selector_makes_a_site_proxy_and_an_empty_or_bad_one_is_refused() {
+        let cli =
+            Cli::try_parse_from(["sitegrid-proxy", "--site-selector=location=beijing"]).unwrap();
+        let locality = cli.proxy.options().locality();
+        assert_eq!(locality.to_string(), "site location=beijing");
+        assert!(locality.node().is_none());
+        let by_default = Cli::try_parse_from(["sitegrid-proxy", "--hostname=bj-1"]).unwrap();
+        assert_eq!(by_default.proxy.options().locality().node(), Some("bj-1"));
+        for bad in ["--site-selector=", "--site-selector=location in (beijing"] {
+            let err = Cli::try_parse_from(["sitegrid-proxy", bad])
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("--site-selector"), "{bad}: {err}");
+        }
+        let err = Cli::try_parse_from(["sitegrid-proxy", "--site-selector="])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("whole cluster one site"), "{err}");
+    }
+
+    #[test]
     fn durations_are_go_style_and_old_seconds_still_work() {
         let cli = Cli::try_parse_from([
             "sitegrid-proxy",
