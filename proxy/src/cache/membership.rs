@@ -49,7 +49,7 @@ use tokio::{
 };
 use tracing::{debug, info};
 
-use super::{kind::ResourceKind, Cache, UpstreamEvent};
+use super::{kind::ResourceKind, Cache, NodeScopes, WriterInput};
 use crate::upstream::{reflector, UpstreamObject};
 
 /// Whose view a proxy serves.
@@ -509,7 +509,7 @@ pub async fn reflect_nodes(
     client: kube::Client,
     locality: Locality,
     mut keys: watch::Receiver<Option<BTreeSet<String>>>,
-    tx: mpsc::Sender<UpstreamEvent>,
+    tx: mpsc::Sender<WriterInput>,
     cache: Cache,
 ) {
     let watch_timeout = cache.config().watch_timeout;
@@ -518,6 +518,7 @@ pub async fn reflect_nodes(
     let mut running: HashMap<Source, AbortHandle> = HashMap::new();
     let mut trouble = super::sync::Trouble::default();
     let (mut machine, mut step) = Membership::new(locality);
+    let mut told = NodeScopes::new();
     let initial = keys.borrow_and_update().clone();
     if let Some(k) = initial {
         let more = machine.keys_changed(k);
@@ -550,13 +551,25 @@ pub async fn reflect_nodes(
             running.insert(source, handle);
         }
         for event in std::mem::take(&mut step.out) {
-            if tx.send((ResourceKind::Nodes, event)).await.is_err() {
+            if tx.send((ResourceKind::Nodes, event).into()).await.is_err() {
                 debug!("writer gone; node membership stops");
                 return;
             }
         }
-        // Narrowed at once, widened once the writer has what was sent.
-        cache.set_node_scopes(machine.scopes());
+        // After the nodes they hold, in the same stream: the writer projects
+        // Services held back for a scope once it is complete.
+        let scopes = machine.scopes();
+        if scopes != told && machine.started() {
+            if tx
+                .send(WriterInput::NodeScopes(scopes.clone()))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            told = scopes.clone();
+        }
+        cache.set_node_scopes(scopes);
         step = tokio::select! {
             changed = keys.changed() => {
                 if changed.is_err() {

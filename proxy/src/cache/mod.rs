@@ -35,7 +35,7 @@ pub use ready::Readiness;
 pub use store::{Change, Sizes, Store, StoreExport, Subscription, TooOld};
 pub use view::{View, ViewLabels};
 pub use watchers::{WatcherHandle, WatcherInfo, WatcherRegistry, WatcherSnapshot};
-pub use writer::{UpstreamEvent, Writer, WriterSlot};
+pub use writer::{UpstreamEvent, Writer, WriterInput, WriterSlot};
 
 /// The node scopes the cache holds: label key → the values whose nodes it
 /// has (see [`membership`]).

@@ -13,7 +13,7 @@ use tracing::{debug, error, info, warn};
 use super::{
     kind::{ApiVersion, ResourceKind},
     membership::{self, Locality},
-    Cache, UpstreamErrorReason, UpstreamEvent, WriterSlot,
+    Cache, UpstreamErrorReason, WriterInput, WriterSlot,
 };
 use crate::upstream::{errors, reflector};
 
@@ -183,7 +183,7 @@ async fn reflect(
     client: kube::Client,
     kind: ResourceKind,
     slice_version: ApiVersion,
-    tx: mpsc::Sender<UpstreamEvent>,
+    tx: mpsc::Sender<WriterInput>,
     cache: Cache,
 ) {
     let resource = kind.api_resource(slice_version);
@@ -194,7 +194,7 @@ async fn reflect(
         match item {
             Ok(event) => {
                 trouble.over(kind);
-                if tx.send((kind, event)).await.is_err() {
+                if tx.send((kind, event).into()).await.is_err() {
                     debug!(resource = %kind, "writer gone; reflector stops");
                     return;
                 }

@@ -32,7 +32,7 @@ use super::{
     membership::Locality,
     persist::Disk,
     topology::{NodeLabels, TopologyKeys},
-    Cache, Change, EventType, Shared, View,
+    Cache, Change, EventType, NodeScopes, Shared, View,
 };
 use crate::upstream::UpstreamObject;
 use incoming::{Dictionary, Incoming, Once, Stored};
@@ -42,6 +42,25 @@ use unreadable::Skipped;
 
 /// What a reflector hands the writer.
 pub type UpstreamEvent = (ResourceKind, watcher::Event<UpstreamObject>);
+
+/// What the writer consumes: reflector events, and from the node membership
+/// which node scopes it has sent in full (after their nodes, in order).
+#[derive(Debug)]
+// The events are the common case and already travel by value; boxing them
+// for the rare scopes message would cost an allocation per event.
+#[allow(clippy::large_enum_variant)]
+pub enum WriterInput {
+    /// A reflector's event.
+    Upstream(UpstreamEvent),
+    /// The node scopes whose nodes the writer now has (see [`Writer::covered`]).
+    NodeScopes(NodeScopes),
+}
+
+impl From<UpstreamEvent> for WriterInput {
+    fn from(event: UpstreamEvent) -> Self {
+        WriterInput::Upstream(event)
+    }
+}
 
 /// The right to write the cache: one per cache, not `Clone`. It becomes the
 /// [`Writer`] once the upstream's EndpointSlice version is known.
@@ -82,6 +101,7 @@ impl WriterSlot {
             slices_by_service: SlicesByService::default(),
             convert_slices: (native != slice_version).then_some(native),
             skipped: Skipped::default(),
+            covered: None,
         };
         if writer.cache.readiness().restored_from().is_some() {
             writer.restore_topology();
@@ -130,6 +150,9 @@ pub struct Writer {
     persister: Option<Persister>,
     /// Upstream objects skipped as unreadable.
     skipped: Skipped,
+    /// The node scopes the membership has sent in full; None when nothing
+    /// tracks them (a writer fed directly): then nothing is held.
+    covered: Option<NodeScopes>,
 }
 
 /// Changes collected while handling one upstream event.
@@ -151,13 +174,14 @@ impl Writer {
 
     /// Consumes reflector events until every sender is gone, keeping the
     /// snapshot current meanwhile; writes a last one if anything changed.
-    pub async fn run(mut self, mut rx: mpsc::Receiver<UpstreamEvent>) {
+    pub async fn run(mut self, mut rx: mpsc::Receiver<WriterInput>) {
         let mut ticks = tokio::time::interval(persisting::CHECK_PERIOD);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 event = rx.recv() => match event {
-                    Some((kind, event)) => self.handle(kind, event),
+                    Some(WriterInput::Upstream((kind, event))) => self.handle(kind, event),
+                    Some(WriterInput::NodeScopes(scopes)) => self.scopes_covered(scopes),
                     None => break,
                 },
                 _ = ticks.tick(), if self.persister.is_some() => self.persist_if_due(),
@@ -165,6 +189,27 @@ impl Writer {
         }
         debug!("writer: all reflectors stopped");
         self.persist_last().await;
+    }
+
+    /// The membership has sent the nodes of `scopes` in full: Services held
+    /// back for a scope that was not complete are projected now.
+    pub fn scopes_covered(&mut self, scopes: NodeScopes) {
+        if self.covered.as_ref() == Some(&scopes) {
+            return;
+        }
+        let widened = match &self.covered {
+            // Nothing was held before scopes were tracked.
+            None => false,
+            Some(old) => scopes
+                .iter()
+                .any(|(k, vs)| old.get(k).is_none_or(|o| !vs.is_subset(o))),
+        };
+        self.covered = Some(scopes);
+        if widened && self.topology_ready() {
+            let mut batch = Batch::default();
+            self.recompute_all(&mut batch);
+            self.commit(batch);
+        }
     }
 
     /// Applies one upstream event and commits what it changed.

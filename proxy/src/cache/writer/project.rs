@@ -139,6 +139,24 @@ impl Writer {
         out
     }
 
+    /// Whether the nodes the filter needs for `keys` are all here: for each
+    /// label key a local node has, the nodes sharing its value. A Service
+    /// naming a key no other Service named, or a local node that just moved,
+    /// waits (its views stay as they are) until the membership has listed
+    /// them, rather than being filtered against half of them.
+    pub(super) fn covered(&self, keys: &TopologyKeys) -> bool {
+        let Some(covered) = &self.covered else {
+            return true;
+        };
+        let locals = self.local_labels();
+        keys.label_keys().all(|k| {
+            locals
+                .iter()
+                .filter_map(|l| l.get(k))
+                .all(|v| covered.get(k).is_some_and(|vs| vs.contains(v)))
+        })
+    }
+
     /// Whether a node's label change can alter any view: it is (or was) a
     /// local node, or a label some Service's topology keys name differs.
     fn relevant(
@@ -236,6 +254,9 @@ impl Writer {
             return;
         }
         if let Some(keys) = self.services.get(key) {
+            if !self.covered(keys) {
+                return;
+            }
             let refs = topology::endpoints_refs(&value);
             let selections = self.selections(keys, &refs);
             topology::project_endpoints(&mut value, &selections, &self.nodes);
@@ -247,6 +268,13 @@ impl Writer {
     /// across all of them).
     fn project_slices_of(&mut self, service: &str, batch: &mut Batch) {
         if !self.topology_ready() {
+            return;
+        }
+        if self
+            .services
+            .get(service)
+            .is_some_and(|keys| !self.covered(keys))
+        {
             return;
         }
         let slice_keys = self.slices_by_service.of(service).to_vec();

@@ -607,3 +607,74 @@ fn slices_restored_in_v1_stay_v1_when_the_api_server_serves_only_v1beta1() {
     assert!(body["endpoints"][0]["nodeName"].is_string(), "{body}");
     assert!(body["endpoints"][0].get("topology").is_none(), "{body}");
 }
+
+/// A Service that names a key whose nodes the membership has not listed yet
+/// keeps its views as they are (a new one is not served) until it has:
+/// never filtered against half of them.
+#[test]
+fn a_service_waits_for_the_nodes_of_a_new_key_before_it_is_filtered_by_it() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let scopes = |pairs: &[(&str, &str)]| -> BTreeMap<String, BTreeSet<String>> {
+        let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (k, v) in pairs {
+            m.entry(k.to_string()).or_default().insert(v.to_string());
+        }
+        m
+    };
+    let (cache, mut p) = writer("bj-1");
+    two_sites(&mut p);
+    p.scopes_covered(scopes(&[("location", "beijing")]));
+    assert_eq!(
+        ips(&cache, "servicegrid-demo-svc"),
+        ["10.0.0.70", "10.0.1.72"]
+    );
+    // Now it prefers endpoints on the node itself: no hostname scope yet.
+    p.handle(
+        Services,
+        W::Apply(service(
+            "servicegrid-demo-svc",
+            Some(r#"["kubernetes.io/hostname","location"]"#),
+            30,
+        )),
+    );
+    assert_eq!(
+        ips(&cache, "servicegrid-demo-svc"),
+        ["10.0.0.70", "10.0.1.72"],
+        "held as it was"
+    );
+    // An endpoints change meanwhile is held too.
+    p.handle(
+        Endpoints,
+        W::Apply(endpoints(
+            "servicegrid-demo-svc",
+            &[
+                ("10.0.0.70", "bj-1"),
+                ("10.0.1.72", "bj-3"),
+                ("10.0.0.71", "bj-2"),
+            ],
+            31,
+        )),
+    );
+    assert_eq!(
+        ips(&cache, "servicegrid-demo-svc"),
+        ["10.0.0.70", "10.0.1.72"]
+    );
+    // The hostname scope is listed: the Service is filtered by it at last.
+    p.scopes_covered(scopes(&[
+        ("location", "beijing"),
+        ("kubernetes.io/hostname", "bj-1"),
+    ]));
+    assert_eq!(ips(&cache, "servicegrid-demo-svc"), ["10.0.0.70"]);
+    // A writer that tracks no scopes (fed directly) holds nothing.
+    let (direct, mut q) = writer("bj-1");
+    two_sites(&mut q);
+    q.handle(
+        Services,
+        W::Apply(service(
+            "servicegrid-demo-svc",
+            Some(r#"["kubernetes.io/hostname","location"]"#),
+            30,
+        )),
+    );
+    assert_eq!(ips(&direct, "servicegrid-demo-svc"), ["10.0.0.70"]);
+}
