@@ -49,6 +49,9 @@ pub fn cache_summary(cache: &Cache) -> Value {
         "startResourceVersion": cache.start_rv().to_string(),
         "synced": cache.readiness().is_ready(),
         "resources": resources,
+        // The node scopes the Nodes store holds: label key → the values
+        // whose nodes are watched (`key in (values)`), once listed.
+        "nodeScopes": cache.node_scopes(),
         "watchers": watches,
     })
 }

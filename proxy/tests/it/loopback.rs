@@ -562,6 +562,11 @@ async fn node_heartbeats_go_no_further_and_nodes_changing_site_move_their_endpoi
     let (_, before) = http_get(&demo, false).await;
     assert_eq!(slice_addresses(&before), ["10.0.0.70", "10.0.1.72"]);
     let cache = &e.proxy.cache;
+    // The one key the Services name, at bj-1's value (also on /debug/cache).
+    assert_eq!(
+        serde_json::to_value(cache.node_scopes()).unwrap(),
+        json!({"location": ["beijing"]})
+    );
     let (nodes_from, slices_from) = (
         cache.store(ResourceKind::Nodes).last_rv(),
         cache.store(ResourceKind::EndpointSlices).last_rv(),
