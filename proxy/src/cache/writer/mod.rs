@@ -98,6 +98,7 @@ impl WriterSlot {
             upstream: PerKind::default(),
             services: HashMap::new(),
             nodes: NodeLabels::new(),
+            site_nodes: Vec::new(),
             slices_by_service: SlicesByService::default(),
             convert_slices: (native != slice_version).then_some(native),
             skipped: Skipped::default(),
@@ -142,6 +143,9 @@ pub struct Writer {
     /// Services with a valid `topologyKeys` annotation.
     services: HashMap<String, TopologyKeys>,
     nodes: NodeLabels,
+    /// A site proxy's local nodes (those its selector matches), kept as the
+    /// nodes change: every projection reads them.
+    site_nodes: Vec<String>,
     /// `ns/service` → keys of its EndpointSlices.
     slices_by_service: SlicesByService,
     /// The version slices are stored in, when the upstream serves another.

@@ -76,6 +76,7 @@ impl Writer {
             let labels = string_map(&view.native_body_value(), "labels");
             self.nodes.insert(view.key().to_owned(), labels);
         }
+        self.find_site_nodes();
     }
 
     /// Writes a snapshot in the background when one is due: something

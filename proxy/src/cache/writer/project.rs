@@ -80,6 +80,7 @@ impl Writer {
             }
             self.emit(ResourceKind::Nodes, key, None, batch);
         }
+        self.find_site_nodes();
         if labels_moved {
             debug!("node topology labels changed; recomputing filtered views");
             self.recompute_all(batch);
@@ -113,11 +114,25 @@ impl Writer {
         match &self.locality {
             Locality::Node(name) => self.nodes.get(name).into_iter().collect(),
             Locality::Site(_) => self
+                .site_nodes
+                .iter()
+                .filter_map(|n| self.nodes.get(n))
+                .collect(),
+        }
+    }
+
+    /// Finds a site proxy's local nodes again (the nodes changed).
+    pub(super) fn find_site_nodes(&mut self) {
+        if let Locality::Site(_) = &self.locality {
+            let mut found: Vec<String> = self
                 .nodes
                 .iter()
                 .filter(|(name, labels)| self.locality.is_local(name, labels))
-                .map(|(_, labels)| labels)
-                .collect(),
+                .map(|(name, _)| name.clone())
+                .collect();
+            // Deterministic order (the map is a HashMap): same selections, same views.
+            found.sort();
+            self.site_nodes = found;
         }
     }
 
