@@ -42,7 +42,7 @@ use kube::{
     Api,
 };
 use serde_json::json;
-use sitegrid_apimachinery::selector::LabelSelector;
+use sitegrid_apimachinery::selector::{LabelSelector, Operator};
 use tokio::{
     sync::{mpsc, watch},
     task::{AbortHandle, JoinSet},
@@ -340,6 +340,21 @@ impl Membership {
             }
             let generation = self.next_generation;
             self.next_generation += 1;
+            if self.site_holds(&key, &values) {
+                // Every node of the scope matches the site's selector: the
+                // local watch already has them all (and would see one leave).
+                debug!(%key, "node scope held by the site's own watch");
+                if self.scopes.contains_key(&key) {
+                    commands.push(Command::Stop(Source::Scope(key.clone())));
+                }
+                let part = Part {
+                    generation,
+                    synced: true,
+                    ..Part::default()
+                };
+                self.scopes.insert(key, Scope { values, part });
+                continue;
+            }
             let selector = selector_in(&key, &values);
             debug!(%selector, "watching the nodes of a local value");
             commands.push(Command::Watch {
@@ -356,6 +371,23 @@ impl Membership {
             self.scopes.insert(key, Scope { values, part });
         }
         commands
+    }
+
+    /// Whether every node with `key in (values)` matches the site's
+    /// selector: it is that one requirement, `key=v` or `key in (…)`, and
+    /// holds every value.
+    fn site_holds(&self, key: &str, values: &BTreeSet<String>) -> bool {
+        let Locality::Site(selector) = &self.locality else {
+            return false;
+        };
+        let [req] = selector.requirements() else {
+            return false;
+        };
+        matches!(
+            req.operator(),
+            Operator::Equals | Operator::DoubleEquals | Operator::In
+        ) && req.key() == key
+            && values.iter().all(|v| req.values().contains(v))
     }
 
     /// Every node the writer should have now, with what marks its changes.

@@ -280,13 +280,20 @@ fn a_site_watches_its_nodes_by_selector_and_each_key_by_all_their_values() {
     let selectors: Vec<String> = scope_watch(&s).into_iter().map(|w| w.2).collect();
     assert_eq!(
         selectors,
-        ["kubernetes.io/hostname in (bj-1,bj-2)", "zone in (bj)"],
-        "no local node has a region: no scope for it"
+        ["kubernetes.io/hostname in (bj-1,bj-2)"],
+        "no local node has a region: no scope for it; `zone in (bj)` is the site's own watch"
     );
     // A site's members are metadata too: a status write is not news.
     for w in scope_watch(&s) {
         feed(&mut m, &Source::Scope(w.0.clone()), w.1, listed(vec![]));
     }
+    assert!(m.started());
+    let scopes = m.scopes();
+    assert_eq!(
+        scopes.get("zone"),
+        Some(&keys(&["bj"])),
+        "the zone scope is served from the site's own nodes"
+    );
     let s = m.event(
         &Source::Local,
         0,
@@ -302,6 +309,30 @@ fn a_site_watches_its_nodes_by_selector_and_each_key_by_all_their_values() {
     );
     let selectors: Vec<String> = scope_watch(&s).into_iter().map(|w| w.2).collect();
     assert_eq!(selectors, ["kubernetes.io/hostname in (bj-1,bj-2,bj-3)"]);
+}
+
+#[test]
+fn a_site_still_watches_a_scope_its_selector_does_not_hold() {
+    // The site is chosen by another key, or by more than one requirement:
+    // nodes of its zone values may lie outside it, so the scope is watched.
+    for selector in ["region=north", "zone=bj,region=north", "zone notin (gz)"] {
+        let site = LabelSelector::parse(selector).unwrap();
+        let (mut m, _) = Membership::new(Locality::Site(site));
+        let north_bj1 = [("zone", "bj"), ("region", "north")];
+        feed(
+            &mut m,
+            &Source::Local,
+            0,
+            listed(vec![node("bj-1", 10, &north_bj1)]),
+        );
+        let s = m.keys_changed(keys(&["zone"]));
+        let selectors: Vec<String> = scope_watch(&s).into_iter().map(|w| w.2).collect();
+        assert_eq!(selectors, ["zone in (bj)"], "site {selector}");
+        assert!(
+            !m.started(),
+            "site {selector}: held until the scope is listed"
+        );
+    }
 }
 
 #[test]
