@@ -3,6 +3,7 @@
 
 pub mod abuse;
 pub mod report;
+pub mod scale;
 
 use std::{
     net::SocketAddr,
@@ -60,6 +61,17 @@ pub fn spawn_proxy(
     upstream: &str,
     extra: &[String],
 ) -> Result<(Child, SocketAddr), Box<dyn std::error::Error>> {
+    spawn_proxy_as(bin, upstream, Some(PROXY_NODE), extra)
+}
+
+/// [`spawn_proxy`] for node `hostname`; `None` gives no `--hostname` (a
+/// site proxy, whose `extra` flags carry `--site-selector`).
+pub fn spawn_proxy_as(
+    bin: &Path,
+    upstream: &str,
+    hostname: Option<&str>,
+    extra: &[String],
+) -> Result<(Child, SocketAddr), Box<dyn std::error::Error>> {
     let port = free_port()?;
     let dir = std::env::temp_dir().join(format!("sitegrid-bench-{}-{port}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -69,11 +81,13 @@ pub fn spawn_proxy(
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
     let mut cmd = Command::new(bin);
     cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg(format!("--hostname={PROXY_NODE}"))
         .arg(format!("--bind-address={addr}"))
         .arg("--log-level=warn")
         .args(extra)
         .stdout(Stdio::null());
+    if let Some(node) = hostname {
+        cmd.arg(format!("--hostname={node}"));
+    }
     if !extra.iter().any(|a| a.starts_with("--data-dir")) {
         cmd.arg(format!("--data-dir={}", dir.join("data").display()));
     }

@@ -80,6 +80,10 @@ pub struct Churner {
     made: u64,
     /// Slice changes made, for the round-robin over slices.
     slice_changes: u64,
+    /// Whether the rotation relabels nodes.
+    relabel: bool,
+    /// Whether changes carry their stamp (sequence number and send time).
+    stamped: bool,
 }
 
 impl Churner {
@@ -104,7 +108,19 @@ impl Churner {
             seq: 0,
             made: 0,
             slice_changes: 0,
+            relabel: true,
+            stamped: true,
         })
+    }
+
+    /// The same churner changing EndpointSlices only (the rotation without
+    /// [`ChangeKind::NodeRelabel`]), and without stamps: each change is
+    /// only what a cluster's controllers write, so a site whose view of the
+    /// slice stays the same sees nothing.
+    pub fn endpoints_only(mut self) -> Self {
+        self.relabel = false;
+        self.stamped = false;
+        self
     }
 
     /// The ledger watchers judge against.
@@ -162,8 +178,13 @@ impl Churner {
 
     /// Makes the next change of the rotation, stamped `sent_ns`.
     fn change(&mut self, sent_ns: u64) -> Result<ChangeKind> {
-        let kind = ROTATION[(self.made % ROTATION.len() as u64) as usize];
-        let round = self.made / ROTATION.len() as u64;
+        let kinds = if self.relabel {
+            &ROTATION[..]
+        } else {
+            &ROTATION[..ROTATION.len() - 1]
+        };
+        let kind = kinds[(self.made % kinds.len() as u64) as usize];
+        let round = self.made / kinds.len() as u64;
         self.made += 1;
         self.seq += 1;
         let seq = self.seq;
@@ -184,7 +205,9 @@ impl Churner {
         let node = self.pick_node(seq);
         let slice = &mut self.slices[id];
         edit_slice(slice, kind, seq, node);
-        stamp(slice, seq, sent_ns);
+        if self.stamped {
+            stamp(slice, seq, sent_ns);
+        }
         self.ledger.record(id, seq);
         *slice = self
             .api

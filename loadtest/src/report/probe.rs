@@ -489,7 +489,7 @@ async fn drain_for_410(body: &mut Incoming, reader: &mut Lines, r: &mut WatcherR
 }
 
 /// The next data chunk of a body; None at its end or on an error.
-async fn next_data(body: &mut Incoming) -> Option<Bytes> {
+pub(crate) async fn next_data(body: &mut Incoming) -> Option<Bytes> {
     loop {
         match body.frame().await? {
             Ok(frame) => {
@@ -504,13 +504,13 @@ async fn next_data(body: &mut Incoming) -> Option<Bytes> {
 
 /// Splits a byte stream into newline-terminated lines.
 #[derive(Default)]
-struct Lines {
+pub(crate) struct Lines {
     buf: Vec<u8>,
     at: usize,
 }
 
 impl Lines {
-    fn push(&mut self, data: &[u8]) {
+    pub(crate) fn push(&mut self, data: &[u8]) {
         if self.at > 0 && self.at == self.buf.len() {
             self.buf.clear();
             self.at = 0;
@@ -518,7 +518,7 @@ impl Lines {
         self.buf.extend_from_slice(data);
     }
 
-    fn next_line(&mut self) -> Option<Vec<u8>> {
+    pub(crate) fn next_line(&mut self) -> Option<Vec<u8>> {
         let end = self.buf[self.at..].iter().position(|b| *b == b'\n')? + self.at;
         let line = self.buf[self.at..end].to_vec();
         self.at = end + 1;
