@@ -183,3 +183,58 @@ async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_update_replaces_every_pod_and_each_change_arrives_once() {
+    let w = world().await;
+    let mut churner = Churner::new(&w.api).unwrap();
+    let before: Vec<String> = w
+        .api
+        .list("endpointslices")
+        .iter()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .map(|e| e["addresses"][0].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let probe = Probe::start_synced(
+        w.proxy.local_addr,
+        2,
+        churner.ledger(),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    // The tiny cluster: 10 slices of 10 endpoints; 100 pods replace each once.
+    let out = churner
+        .rolling_update(100, Duration::from_millis(500), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(out.slice_changes, 200, "two changes per pod");
+    probe.drain(Duration::from_secs(15)).await;
+    for r in probe.stop().await.unwrap() {
+        assert_eq!(
+            (r.missed, r.duplicated, r.behind_at_end),
+            (0, 0, 0),
+            "{r:?}"
+        );
+        assert_eq!(r.events, 200, "every change once");
+    }
+    let after: Vec<(String, bool)> = w
+        .api
+        .list("endpointslices")
+        .iter()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .map(|e| {
+            (
+                e["addresses"][0].as_str().unwrap_or_default().to_owned(),
+                e["conditions"]["ready"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect();
+    assert_eq!(after.len(), before.len());
+    assert!(
+        after
+            .iter()
+            .all(|(ip, ready)| *ready && !before.contains(ip)),
+        "every pod has a new address and is ready again: {after:?}"
+    );
+}

@@ -117,6 +117,24 @@ struct Args {
     /// Burst: changes written back to back (the watchers and cluster are the faults').
     #[arg(long, default_value_t = 1000)]
     burst_changes: u64,
+    /// Burst: pods a rolling update replaces (two EndpointSlice changes each).
+    #[arg(long, default_value_t = 1000)]
+    rolling_pods: u64,
+    /// Burst: how long the rolling update takes.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    rolling_duration: Duration,
+    /// Burst: addresses in the huge Endpoints (6,000: about 1 MB of JSON).
+    #[arg(long, default_value_t = 6_000)]
+    big_endpoints_addresses: usize,
+    /// Burst: changes made to the huge Endpoints.
+    #[arg(long, default_value_t = 20)]
+    big_endpoints_changes: u64,
+    /// Burst: changes a second to the huge Endpoints.
+    #[arg(long, default_value_t = 2.0)]
+    big_endpoints_rate: f64,
+    /// Burst: watchers of the huge Endpoints, per target.
+    #[arg(long, default_value_t = 20)]
+    big_endpoints_watchers: usize,
     /// Slow watcher: bytes a second it reads.
     #[arg(long, default_value_t = 1024)]
     slow_bytes_per_s: u64,
@@ -234,7 +252,15 @@ async fn run(args: Args) -> Result<()> {
                 &env,
                 args.fault_scale,
                 args.fault_watchers,
-                args.burst_changes,
+                &faults::BurstConfig {
+                    changes: args.burst_changes,
+                    rolling_pods: args.rolling_pods,
+                    rolling_duration: args.rolling_duration,
+                    big_addresses: args.big_endpoints_addresses,
+                    big_changes: args.big_endpoints_changes,
+                    big_rate: args.big_endpoints_rate,
+                    big_watchers: args.big_endpoints_watchers,
+                },
             )
             .await
             {

@@ -134,12 +134,51 @@ impl Churner {
         &mut self,
         rate: f64,
         duration: Duration,
-        mut tick: impl FnMut(u64),
+        tick: impl FnMut(u64),
     ) -> Result<ChurnOutcome> {
         if !(rate.is_finite() && rate > 0.0) {
             return Err(anyhow!("churn rate must be above 0, got {rate}"));
         }
         let total = (rate * duration.as_secs_f64()).round() as u64;
+        self.schedule(total, rate, tick, |c, sent_ns| {
+            Ok(c.change(sent_ns)? != ChangeKind::NodeRelabel)
+        })
+        .await
+    }
+
+    /// A rolling update of `pods` pods over `duration`, as kube-proxy sees
+    /// one: pod after pod, its endpoint comes back with a new address, not
+    /// ready, then turns ready — two EndpointSlice changes per pod, the pods
+    /// taken round-robin over the slices, at an even open-loop pace.
+    pub async fn rolling_update(
+        &mut self,
+        pods: u64,
+        duration: Duration,
+        tick: impl FnMut(u64),
+    ) -> Result<ChurnOutcome> {
+        if pods == 0 || duration.is_zero() {
+            return Err(anyhow!("a rolling update needs pods and time"));
+        }
+        let total = 2 * pods;
+        let rate = total as f64 / duration.as_secs_f64();
+        let mut step = 0;
+        self.schedule(total, rate, tick, |c, sent_ns| {
+            let r = c.roll(step, sent_ns);
+            step += 1;
+            r
+        })
+        .await
+    }
+
+    /// Makes `total` changes with `next` at `rate` a second, each due at
+    /// `start + i / rate`; `next` says whether it changed an EndpointSlice.
+    async fn schedule(
+        &mut self,
+        total: u64,
+        rate: f64,
+        mut tick: impl FnMut(u64),
+        mut next: impl FnMut(&mut Self, u64) -> Result<bool>,
+    ) -> Result<ChurnOutcome> {
         let start = Instant::now();
         let mut out = ChurnOutcome::default();
         let mut last_tick = start;
@@ -151,7 +190,7 @@ impl Churner {
             out.max_behind = out
                 .max_behind
                 .max(Instant::now().saturating_duration_since(due));
-            if self.change(unix_ns())? != ChangeKind::NodeRelabel {
+            if next(self, unix_ns())? {
                 out.slice_changes += 1;
             }
             out.sent += 1;
@@ -163,6 +202,35 @@ impl Churner {
         out.elapsed = start.elapsed();
         tick(out.sent);
         Ok(out)
+    }
+
+    /// Step `step` of a rolling update (see [`Churner::rolling_update`]).
+    fn roll(&mut self, step: u64, sent_ns: u64) -> Result<bool> {
+        let pod = step / 2;
+        let slices = self.slices.len() as u64;
+        let id = (pod % slices) as usize;
+        self.seq += 1;
+        let seq = self.seq;
+        let slice = &mut self.slices[id];
+        let Some(eps) = slice["endpoints"].as_array_mut().filter(|e| !e.is_empty()) else {
+            return Ok(false);
+        };
+        let at = ((pod / slices) as usize) % eps.len();
+        if step.is_multiple_of(2) {
+            eps[at]["addresses"] = json!([pod_ip(seq)]);
+            eps[at]["conditions"]["ready"] = json!(false);
+        } else {
+            eps[at]["conditions"]["ready"] = json!(true);
+        }
+        if self.stamped {
+            stamp(slice, seq, sent_ns);
+        }
+        self.ledger.record(id, seq);
+        *slice = self
+            .api
+            .try_apply(slice.clone())
+            .map_err(|s| anyhow!("changing EndpointSlice {}: {s}", key(slice)))?;
+        Ok(true)
     }
 
     /// Writes `n` changes at once (a burst), stamped now.
@@ -236,6 +304,16 @@ pub fn key(obj: &Value) -> String {
 /// Applies `kind` to the slice's endpoints. An add on a full slice and a
 /// remove on a slice of one endpoint flip readiness instead, so every change
 /// changes the object.
+/// A new pod's address for change `seq` (10.200.0.0 and up, unused by the samples).
+pub fn pod_ip(seq: u64) -> String {
+    format!(
+        "10.{}.{}.{}",
+        200 + (seq >> 16) % 50,
+        (seq >> 8) % 256,
+        seq % 256
+    )
+}
+
 fn edit_slice(slice: &mut Value, kind: ChangeKind, seq: u64, node: Option<String>) {
     if !slice["endpoints"].is_array() {
         slice["endpoints"] = json!([]);
@@ -243,12 +321,7 @@ fn edit_slice(slice: &mut Value, kind: ChangeKind, seq: u64, node: Option<String
     let Some(eps) = slice["endpoints"].as_array_mut() else {
         return;
     };
-    let ip = format!(
-        "10.{}.{}.{}",
-        200 + (seq >> 16) % 50,
-        (seq >> 8) % 256,
-        seq % 256
-    );
+    let ip = pod_ip(seq);
     match kind {
         ChangeKind::EndpointAdd if eps.len() < MAX_PER_SLICE => {
             let mut ep = json!({

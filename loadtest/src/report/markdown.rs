@@ -172,11 +172,12 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
         let _ = writeln!(o);
     }
     if !r.bursts.is_empty() {
-        let _ = writeln!(o, "## Bursts\n\n| changes at once | target | watchers | p50 | p99 | max | all delivered in | lost |\n|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(o, "## Bursts\n\n| burst | changes | target | watchers | p50 | p99 | max | all delivered in | lost |\n|---|---|---|---|---|---|---|---|---|");
         for b in &r.bursts {
             let _ = writeln!(
                 o,
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                b.what,
                 b.changes,
                 b.target.name(),
                 b.watchers,

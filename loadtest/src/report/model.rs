@@ -250,12 +250,14 @@ pub struct FaultRow {
     pub lost: Lost,
 }
 
-/// A burst: many changes written at once.
+/// A burst: many changes at once, a rolling update, or a huge object changing.
 #[derive(Debug, Clone)]
 pub struct BurstRow {
+    /// What was written: "1000 changes at once", a rolling update, the 1 MB Endpoints.
+    pub what: String,
     /// Proxy or direct.
     pub target: Target,
-    /// Changes written back to back.
+    /// Changes written.
     pub changes: u64,
     /// Watchers.
     pub watchers: usize,
