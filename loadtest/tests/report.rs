@@ -121,6 +121,7 @@ async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
         churn_cluster: Scale::Tiny.describe(2),
         cold: Vec::new(),
         churn: rows,
+        profile: None,
         memory: Some(Memory {
             idle_kib: 13_000,
             loaded_kib: 16_000,

@@ -21,7 +21,7 @@ use sitegrid_loadtest::{
         machine::Machine,
         markdown,
         model::Report,
-        scenarios,
+        profile, scenarios,
     },
 };
 use tokio::time::Instant;
@@ -169,6 +169,42 @@ async fn main() {
     }
 }
 
+/// Whether a source file is sitegrid's (not a crate's from the registry or
+/// the standard library's).
+fn is_ours(file: &str) -> bool {
+    ["/proxy/src/", "/apimachinery/src/", "/runtime/src/"]
+        .iter()
+        .any(|d| file.contains(d))
+        && !file.contains("/.cargo/")
+}
+
+/// Writes the proxy's CPU profile next to the report as
+/// `<stem>-profile.pb.gz` and summarises it.
+fn summarize_profile(
+    dir: &std::path::Path,
+    stem: &str,
+    p: scenarios::Profiled,
+) -> Result<profile::ProfileSummary> {
+    let file = format!("{stem}-profile.pb.gz");
+    std::fs::write(dir.join(&file), &p.raw).with_context(|| format!("writing {file}"))?;
+    let (samples, mut top_self, cumulative) = profile::summarize(&p.raw, usize::MAX)?;
+    top_self.truncate(15);
+    // On the stack, the runtime's frames hold everything; sitegrid's own say where.
+    let top_cumulative = cumulative
+        .into_iter()
+        .filter(|s| is_ours(&s.file))
+        .take(15)
+        .collect();
+    Ok(profile::ProfileSummary {
+        rate: p.rate,
+        seconds: p.seconds,
+        samples,
+        top_self,
+        top_cumulative,
+        file: Some(file),
+    })
+}
+
 async fn run(args: Args) -> Result<()> {
     let proxy_bin = proxy_bin(args.proxy_bin.as_deref()).map_err(|e| anyhow!(e))?;
     let font = charts::load_font(args.font.as_deref())?;
@@ -183,7 +219,8 @@ async fn run(args: Args) -> Result<()> {
         .unwrap_or_else(|| started.get(..10).unwrap_or("report").to_owned());
     let env = Env {
         proxy_bin,
-        proxy_flags: vec!["--max-watches=20000".into()],
+        // --debug: /debug/pprof/profile for the churn scenario's CPU profile.
+        proxy_flags: vec!["--max-watches=20000".into(), "--debug".into()],
         nodes_per_site: args.nodes_per_site,
         progress: Progress::new(args.quiet),
         rss: Arc::new(Mutex::new(Vec::new())),
@@ -204,6 +241,7 @@ async fn run(args: Args) -> Result<()> {
         memory: None,
         lists: Vec::new(),
         bursts: Vec::new(),
+        profile: None,
         slow: None,
         faults: Vec::new(),
         external: Vec::new(),
@@ -233,7 +271,14 @@ async fn run(args: Args) -> Result<()> {
             )
             .await
             {
-                Ok(rows) => report.churn = rows,
+                Ok((rows, profiled)) => {
+                    report.churn = rows;
+                    match profiled.map(|p| summarize_profile(&args.out_dir, &stem, p)) {
+                        Some(Ok(summary)) => report.profile = Some(summary),
+                        Some(Err(e)) => failures.push(failed("the proxy's CPU profile", e)),
+                        None => {}
+                    }
+                }
                 Err(e) => failures.push(failed("steady churn", e)),
             },
             Scenario::Memory => {

@@ -132,6 +132,9 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
         );
         let _ = writeln!(o, "![proxy RSS over the run]({rss})\n");
     }
+    if let Some(p) = &r.profile {
+        profile_section(&mut o, p);
+    }
     if let Some(mem) = &r.memory {
         let _ = writeln!(o, "## Memory (VmRSS)\n\n| state | RSS |\n|---|---|");
         let _ = writeln!(o, "| idle (1 node, no Services) | {} |", mib(mem.idle_kib));
@@ -272,4 +275,52 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
         );
     }
     o
+}
+
+/// Where the proxy's CPU went at the highest churn rate.
+fn profile_section(o: &mut String, p: &super::profile::ProfileSummary) {
+    let _ = writeln!(
+        o,
+        "## Where the proxy's CPU goes at {}/s\n\nIts `/debug/pprof/profile` over {} s of that run: {} samples ({:.2} CPU-seconds).",
+        p.rate,
+        p.seconds,
+        p.samples,
+        p.samples as f64 / 100.0
+    );
+    if let Some(file) = &p.file {
+        let _ = writeln!(
+            o,
+            "The profile itself: [{file}]({file}) (`go tool pprof -top {file}`, or -http)."
+        );
+    }
+    let short = |f: &str| {
+        let f = f.replace('|', "\\|");
+        if f.chars().count() > 110 {
+            format!("{}…", f.chars().take(110).collect::<String>())
+        } else {
+            f
+        }
+    };
+    let _ = writeln!(
+        o,
+        "\n| on the CPU itself | % | sitegrid's code on the stack | % |\n|---|---|---|---|"
+    );
+    let rows = p.top_self.len().max(p.top_cumulative.len());
+    for i in 0..rows {
+        let cell = |v: &[super::profile::Share]| {
+            v.get(i).map_or((String::new(), String::new()), |s| {
+                // The file's last two parts say where (`cache/sync.rs`).
+                let mut parts: Vec<&str> = s.file.rsplit('/').take(2).collect();
+                parts.reverse();
+                (
+                    format!("`{}` ({})", short(&s.function), parts.join("/")),
+                    format!("{:.1}", s.percent),
+                )
+            })
+        };
+        let (a, ap) = cell(&p.top_self);
+        let (b, bp) = cell(&p.top_cumulative);
+        let _ = writeln!(o, "| {a} | {ap} | {b} | {bp} |");
+    }
+    let _ = writeln!(o);
 }

@@ -22,5 +22,6 @@ pub mod machine;
 pub mod markdown;
 pub mod model;
 pub mod probe;
+pub mod profile;
 pub mod scenarios;
 pub mod stamp;

@@ -304,6 +304,8 @@ pub struct Report {
     pub cold: Vec<ColdRow>,
     /// Steady churn.
     pub churn: Vec<ChurnRow>,
+    /// The proxy's CPU profile at the highest churn rate.
+    pub profile: Option<super::profile::ProfileSummary>,
     /// Memory.
     pub memory: Option<Memory>,
     /// LISTs.

@@ -88,25 +88,36 @@ pub async fn cold_start(env: &Env, scale: Scale, clients: &[usize]) -> Result<Ve
 }
 
 /// Steady churn: for each rate, `watchers` watchers on the upstream, then on
-/// the proxy, each for `duration` of changes at that rate.
+/// the proxy, each for `duration` of changes at that rate; with the proxy's
+/// CPU profile over its run at the highest rate.
 pub async fn churn(
     env: &Env,
     scale: Scale,
     rates: &[f64],
     watchers: usize,
     duration: Duration,
-) -> Result<Vec<ChurnRow>> {
+) -> Result<(Vec<ChurnRow>, Option<Profiled>)> {
     let up = Upstream::start(&scale.size(env.nodes_per_site)).await?;
     let proxy = ProxyProcess::spawn(env, up.addr(), "steady churn")?;
     proxy.wait_served().await?;
     let mut churner = Churner::new(&up.api)?;
     let mut rows = Vec::new();
+    let highest = rates.iter().copied().fold(f64::MIN, f64::max);
+    let mut profile = None;
     for &rate in rates {
         for target in [Target::Direct, Target::Proxy] {
             let addr = match target {
                 Target::Direct => up.addr(),
                 Target::Proxy => proxy.addr,
             };
+            // The proxy's CPU profile where its CPU per change is judged.
+            let profiling = (target == Target::Proxy && rate == highest).then(|| {
+                let seconds = duration.as_secs().max(1);
+                (
+                    seconds,
+                    tokio::spawn(super::profile::fetch(proxy.addr, seconds)),
+                )
+            });
             rows.push(
                 churn_phase(
                     env,
@@ -121,11 +132,36 @@ pub async fn churn(
                 .await
                 .with_context(|| format!("churn at {rate}/s, {}", target.name()))?,
             );
+            if let Some((seconds, task)) = profiling {
+                profile = match task.await {
+                    Ok(Ok(raw)) => Some(Profiled { rate, seconds, raw }),
+                    Ok(Err(e)) => {
+                        env.progress
+                            .done(&format!("the proxy's CPU profile: {e:#}"));
+                        None
+                    }
+                    Err(e) => {
+                        env.progress.done(&format!("the proxy's CPU profile: {e}"));
+                        None
+                    }
+                };
+            }
         }
     }
     env.progress
         .done(&format!("steady churn: {} runs done", rows.len()));
-    Ok(rows)
+    Ok((rows, profile))
+}
+
+/// The proxy's CPU profile as it answered (gzip'd pprof protobuf).
+#[derive(Debug, Clone)]
+pub struct Profiled {
+    /// The churn rate meanwhile.
+    pub rate: f64,
+    /// Its length.
+    pub seconds: u64,
+    /// The body.
+    pub raw: Vec<u8>,
 }
 
 /// One phase of [`churn`].
