@@ -222,6 +222,14 @@ impl Churner {
         } else {
             eps[at]["conditions"]["ready"] = json!(true);
         }
+        self.write_slice(id, seq, sent_ns)?;
+        Ok(true)
+    }
+
+    /// Writes slice `id` as edited, as change `seq` (stamped unless
+    /// unstamped, recorded in the ledger first).
+    fn write_slice(&mut self, id: usize, seq: u64, sent_ns: u64) -> Result<()> {
+        let slice = &mut self.slices[id];
         if self.stamped {
             stamp(slice, seq, sent_ns);
         }
@@ -230,7 +238,7 @@ impl Churner {
             .api
             .try_apply(slice.clone())
             .map_err(|s| anyhow!("changing EndpointSlice {}: {s}", key(slice)))?;
-        Ok(true)
+        Ok(())
     }
 
     /// Writes `n` changes at once (a burst), stamped now.
@@ -271,16 +279,8 @@ impl Churner {
         let id = (self.slice_changes % self.slices.len() as u64) as usize;
         self.slice_changes += 1;
         let node = self.pick_node(seq);
-        let slice = &mut self.slices[id];
-        edit_slice(slice, kind, seq, node);
-        if self.stamped {
-            stamp(slice, seq, sent_ns);
-        }
-        self.ledger.record(id, seq);
-        *slice = self
-            .api
-            .try_apply(slice.clone())
-            .map_err(|s| anyhow!("changing EndpointSlice {}: {s}", key(slice)))?;
+        edit_slice(&mut self.slices[id], kind, seq, node);
+        self.write_slice(id, seq, sent_ns)?;
         Ok(kind)
     }
 

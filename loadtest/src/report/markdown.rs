@@ -281,7 +281,7 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
 fn profile_section(o: &mut String, p: &super::profile::ProfileSummary) {
     let _ = writeln!(
         o,
-        "## Where the proxy's CPU goes at {}/s\n\nIts `/debug/pprof/profile` over {} s of that run: {} samples ({:.2} CPU-seconds).",
+        "## Where the proxy's CPU goes at {}/s\n\nIts `/debug/pprof/profile` over {} s of one more run at that rate after the measured ones (the profiler's own CPU and memory are in no row above): {} samples ({:.2} CPU-seconds).",
         p.rate,
         p.seconds,
         p.samples,

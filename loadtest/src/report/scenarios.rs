@@ -88,8 +88,8 @@ pub async fn cold_start(env: &Env, scale: Scale, clients: &[usize]) -> Result<Ve
 }
 
 /// Steady churn: for each rate, `watchers` watchers on the upstream, then on
-/// the proxy, each for `duration` of changes at that rate; with the proxy's
-/// CPU profile over its run at the highest rate.
+/// the proxy, each for `duration` of changes at that rate; then the proxy's
+/// CPU profile over one more run at the highest rate.
 pub async fn churn(
     env: &Env,
     scale: Scale,
@@ -103,21 +103,12 @@ pub async fn churn(
     let mut churner = Churner::new(&up.api)?;
     let mut rows = Vec::new();
     let highest = rates.iter().copied().fold(f64::MIN, f64::max);
-    let mut profile = None;
     for &rate in rates {
         for target in [Target::Direct, Target::Proxy] {
             let addr = match target {
                 Target::Direct => up.addr(),
                 Target::Proxy => proxy.addr,
             };
-            // The proxy's CPU profile where its CPU per change is judged.
-            let profiling = (target == Target::Proxy && rate == highest).then(|| {
-                let seconds = duration.as_secs().max(1);
-                (
-                    seconds,
-                    tokio::spawn(super::profile::fetch(proxy.addr, seconds)),
-                )
-            });
             rows.push(
                 churn_phase(
                     env,
@@ -132,21 +123,44 @@ pub async fn churn(
                 .await
                 .with_context(|| format!("churn at {rate}/s, {}", target.name()))?,
             );
-            if let Some((seconds, task)) = profiling {
-                profile = match task.await {
-                    Ok(Ok(raw)) => Some(Profiled { rate, seconds, raw }),
-                    Ok(Err(e)) => {
-                        env.progress
-                            .done(&format!("the proxy's CPU profile: {e:#}"));
-                        None
-                    }
-                    Err(e) => {
-                        env.progress.done(&format!("the proxy's CPU profile: {e}"));
-                        None
-                    }
-                };
-            }
         }
+    }
+    // The proxy's CPU profile at the highest rate, where its CPU per change
+    // is judged, in a run of its own after the measured ones: sampling, and
+    // symbolising the samples with the binary's debug info, cost CPU and
+    // memory the rows above must not include.
+    let mut profile = None;
+    if !rates.is_empty() {
+        let seconds = duration.as_secs().max(1);
+        let task = tokio::spawn(super::profile::fetch(proxy.addr, seconds));
+        churn_phase(
+            env,
+            &mut churner,
+            &proxy,
+            proxy.addr,
+            Target::Proxy,
+            highest,
+            watchers,
+            duration,
+        )
+        .await
+        .with_context(|| format!("churn at {highest}/s for the CPU profile"))?;
+        profile = match task.await {
+            Ok(Ok(raw)) => Some(Profiled {
+                rate: highest,
+                seconds,
+                raw,
+            }),
+            Ok(Err(e)) => {
+                env.progress
+                    .done(&format!("the proxy's CPU profile: {e:#}"));
+                None
+            }
+            Err(e) => {
+                env.progress.done(&format!("the proxy's CPU profile: {e}"));
+                None
+            }
+        };
     }
     env.progress
         .done(&format!("steady churn: {} runs done", rows.len()));
