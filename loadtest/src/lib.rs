@@ -94,6 +94,51 @@ pub fn spawn_proxy_as(
     Ok((cmd.spawn()?, addr))
 }
 
+/// A sitegrid-proxy process, killed (and reaped) when dropped.
+#[derive(Debug)]
+pub struct ProxyChild {
+    child: Child,
+    /// Where it serves.
+    pub addr: SocketAddr,
+}
+
+impl ProxyChild {
+    /// [`spawn_proxy_as`], the process kept.
+    pub fn spawn(
+        bin: &Path,
+        upstream: SocketAddr,
+        hostname: Option<&str>,
+        extra: &[String],
+    ) -> Result<ProxyChild, String> {
+        let (child, addr) = spawn_proxy_as(bin, &format!("http://{upstream}"), hostname, extra)
+            .map_err(|e| format!("starting {}: {e}", bin.display()))?;
+        Ok(ProxyChild { child, addr })
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// An error if the process has exited.
+    pub fn alive(&mut self) -> Result<(), String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Err(format!("the proxy on {} exited: {status}", self.addr)),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for ProxyChild {
+    fn drop(&mut self) {
+        // The process may have exited already; then there is nothing to kill.
+        if self.child.kill().is_ok() {
+            // Reaps it; its exit status says nothing a measurement needs.
+            let _reaped = self.child.wait();
+        }
+    }
+}
+
 /// A free loopback port.
 pub fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?

@@ -71,6 +71,26 @@ impl ApiServer {
         let rt = store.resources.by_id("nodes")?;
         beat(store, rt, name, &now_rfc3339()).map(|o| o.to_typed_value(rt))
     }
+
+    /// One cycle of [`ApiServer::start_heartbeats`], starting now: every
+    /// Node writes its status once, spread evenly over `period` (at least
+    /// 1 s), the last at its end. Returns the Nodes written (a node deleted
+    /// meanwhile is skipped). For a measurement window that holds exactly
+    /// one kubelet period.
+    pub async fn status_period(&self, period: Duration) -> u64 {
+        let Some(nodes) = self.inner.store.resources.by_id("nodes").cloned() else {
+            return 0;
+        };
+        let cycle = Instant::now();
+        one_cycle(
+            &self.inner,
+            &nodes,
+            &Clock::start(),
+            cycle,
+            period.max(MIN_PERIOD),
+        )
+        .await
+    }
 }
 
 /// The heartbeat loop: one cycle per period, each node once per cycle.
@@ -81,21 +101,35 @@ async fn drive(shared: Arc<Shared>, period: Duration) {
     let clock = Clock::start();
     let mut cycle = Instant::now();
     loop {
-        let names: Vec<String> = shared
-            .store
-            .read(|s| s.objects[nodes.idx].keys().cloned().collect());
-        let n = u32::try_from(names.len()).unwrap_or(u32::MAX);
-        for (i, name) in (1..=n).zip(&names) {
-            let offset = period.checked_mul(i).map_or(period, |d| d / n);
-            let due = cycle + offset;
-            tokio::time::sleep_until(due).await;
-            // A node deleted since the cycle began is skipped.
-            let _written = beat(&shared.store, &nodes, name, &clock.at(due)).is_some();
-        }
+        one_cycle(&shared, &nodes, &clock, cycle, period).await;
         cycle += period;
         // With no nodes, wait out the cycle instead of spinning.
         tokio::time::sleep_until(cycle).await;
     }
+}
+
+/// The cycle starting at `cycle`: node `i` of `n` (by name) writes at
+/// `cycle + period·(i+1)/n`; returns the Nodes written.
+async fn one_cycle(
+    shared: &Shared,
+    nodes: &ResourceType,
+    clock: &Clock,
+    cycle: Instant,
+    period: Duration,
+) -> u64 {
+    let names: Vec<String> = shared
+        .store
+        .read(|s| s.objects[nodes.idx].keys().cloned().collect());
+    let n = u32::try_from(names.len()).unwrap_or(u32::MAX);
+    let mut written = 0;
+    for (i, name) in (1..=n).zip(&names) {
+        let offset = period.checked_mul(i).map_or(period, |d| d / n);
+        let due = cycle + offset;
+        tokio::time::sleep_until(due).await;
+        // A node deleted since the cycle began is skipped.
+        written += u64::from(beat(&shared.store, nodes, name, &clock.at(due)).is_some());
+    }
+    written
 }
 
 /// Wall-clock time read through tokio's clock.

@@ -1,9 +1,7 @@
 //! What the scenarios share: the proxy process they start, its RSS sampled
 //! over time, the progress line, and the clusters they build.
 
-use std::{
-    io::IsTerminal, net::SocketAddr, path::PathBuf, process::Child, sync::Arc, time::Duration,
-};
+use std::{io::IsTerminal, net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::{anyhow, Context, Result};
 use parking_lot::Mutex;
@@ -11,7 +9,7 @@ use sitegrid_fakeapi::{sample::SyntheticSize, ApiServer, ApiServerConfig, Server
 use tokio::{task::JoinHandle, time::Instant};
 
 use super::model::RssSeries;
-use crate::{client, rss_kib, spawn_proxy, wait_served};
+use crate::{client, rss_kib, wait_served, ProxyChild, PROXY_NODE};
 
 /// A cluster size of the issue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -192,7 +190,7 @@ pub struct Env {
 
 /// A proxy process: killed and its RSS sampling stopped when dropped.
 pub struct ProxyProcess {
-    child: Child,
+    child: ProxyChild,
     /// Where it serves.
     pub addr: SocketAddr,
     sampler: JoinHandle<()>,
@@ -214,9 +212,9 @@ impl ProxyProcess {
     ) -> Result<ProxyProcess> {
         let mut flags = env.proxy_flags.clone();
         flags.extend(extra.iter().map(|f| (*f).to_owned()));
-        let (child, addr) = spawn_proxy(&env.proxy_bin, &format!("http://{upstream}"), &flags)
-            .map_err(|e| anyhow!("starting {}: {e}", env.proxy_bin.display()))?;
-        let pid = child.id();
+        let child = ProxyChild::spawn(&env.proxy_bin, upstream, Some(PROXY_NODE), &flags)
+            .map_err(|e| anyhow!(e))?;
+        let (pid, addr) = (child.pid(), child.addr);
         let series = {
             let mut all = env.rss.lock();
             all.push(RssSeries {
@@ -250,7 +248,7 @@ impl ProxyProcess {
 
     /// Its process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.pid()
     }
 
     /// Waits until it serves what kube-proxy reads (EndpointSlices,
@@ -272,12 +270,8 @@ impl ProxyProcess {
 
 impl Drop for ProxyProcess {
     fn drop(&mut self) {
+        // The process itself is killed by its ProxyChild.
         self.sampler.abort();
-        // The process may have exited already; then there is nothing to kill.
-        if self.child.kill().is_ok() {
-            // Reaps it; its exit status says nothing a report needs.
-            let _reaped = self.child.wait();
-        }
     }
 }
 

@@ -25,7 +25,7 @@
 pub mod kubeproxy;
 pub mod output;
 
-use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, process::Child, time::Duration};
+use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, time::Duration};
 
 use anyhow::{anyhow, Result};
 use sitegrid_fakeapi::{sample::SyntheticSize, ApiServer, Egress};
@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use crate::{
     client, cpu_ms, metric,
     report::{churn::Churner, env::Progress, env::Upstream},
-    rss_kib, spawn_proxy_as, wait_served, HttpClient,
+    rss_kib, wait_served, HttpClient, ProxyChild,
 };
 use kubeproxy::{ModelKubeProxy, Received};
 
@@ -213,51 +213,11 @@ pub struct TopologyRun {
     pub kube_proxies: Received,
 }
 
-/// A proxy process, killed when dropped.
-struct Proc {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Proc {
-    fn spawn(
-        bin: &std::path::Path,
-        upstream: SocketAddr,
-        node: Option<&str>,
-        extra: &[String],
-    ) -> Result<Proc> {
-        let (child, addr) = spawn_proxy_as(bin, &format!("http://{upstream}"), node, extra)
-            .map_err(|e| anyhow!("starting {}: {e}", bin.display()))?;
-        Ok(Proc { child, addr })
-    }
-
-    fn figures(&self, cpu_before: f64) -> ProcFigures {
-        let pid = self.child.id();
-        ProcFigures {
-            cpu_ms: cpu_ms(pid) - cpu_before,
-            rss_kib: rss_kib(pid),
-        }
-    }
-
-    fn cpu(&self) -> f64 {
-        cpu_ms(self.child.id())
-    }
-
-    /// Fails if the process has exited.
-    fn alive(&mut self) -> Result<()> {
-        match self.child.try_wait() {
-            Ok(Some(status)) => Err(anyhow!("the proxy on {} exited: {status}", self.addr)),
-            _ => Ok(()),
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.child.kill().is_ok() {
-            // Reaped; its exit status says nothing the simulation needs.
-            let _reaped = self.child.wait();
-        }
+/// CPU and RSS of `p` now, its CPU counted from `cpu_before`.
+fn figures(p: &ProxyChild, cpu_before: f64) -> ProcFigures {
+    ProcFigures {
+        cpu_ms: cpu_ms(p.pid()) - cpu_before,
+        rss_kib: rss_kib(p.pid()),
     }
 }
 
@@ -288,20 +248,6 @@ fn node_names(api: &ApiServer) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// Every Node writes its status once, spread evenly over `period` (node
-/// `i` of `n` at `period·(i+1)/n`), as kubelets do once per
-/// `nodeStatusReportFrequency`; returns the writes made.
-async fn one_status_period(api: &ApiServer, names: &[String], period: Duration) -> u64 {
-    let start = Instant::now();
-    let n = u32::try_from(names.len()).unwrap_or(u32::MAX).max(1);
-    let mut written = 0;
-    for (i, name) in (1..=n).zip(names) {
-        tokio::time::sleep_until(start + period * i / n).await;
-        written += u64::from(api.heartbeat(name).is_some());
-    }
-    written
 }
 
 /// Runs the simulation: the cluster is loaded once, then each topology in
@@ -343,8 +289,8 @@ pub async fn run(config: &ScaleConfig, progress: &Progress) -> Result<Vec<Topolo
 /// order: the site proxy last, so no node proxy loses its upstream).
 struct Fleet {
     kube_proxies: Vec<ModelKubeProxy>,
-    node_proxies: Vec<Proc>,
-    site_proxy: Option<Proc>,
+    node_proxies: Vec<ProxyChild>,
+    site_proxy: Option<ProxyChild>,
 }
 
 impl Fleet {
@@ -357,7 +303,7 @@ impl Fleet {
 
     fn alive(&mut self) -> Result<()> {
         for p in self.site_proxy.iter_mut().chain(&mut self.node_proxies) {
-            p.alive()?;
+            p.alive().map_err(|e| anyhow!(e))?;
         }
         Ok(())
     }
@@ -387,7 +333,7 @@ async fn start_fleet(
         }
         Topology::NodeProxies => api,
         Topology::SiteProxies => {
-            let site = Proc::spawn(
+            let site = ProxyChild::spawn(
                 bin,
                 api,
                 None,
@@ -395,7 +341,8 @@ async fn start_fleet(
                     format!("--site-selector=location={}", site_of(&nodes[0])),
                     "--anonymous-passthrough=all".into(),
                 ],
-            )?;
+            )
+            .map_err(|e| anyhow!(e))?;
             let addr = site.addr;
             fleet.site_proxy = Some(site);
             wait_served(http, addr, "/api/v1/services")
@@ -405,7 +352,7 @@ async fn start_fleet(
         }
     };
     for n in nodes {
-        let p = Proc::spawn(bin, node_upstream, Some(n), &[])?;
+        let p = ProxyChild::spawn(bin, node_upstream, Some(n), &[]).map_err(|e| anyhow!(e))?;
         fleet
             .kube_proxies
             .push(ModelKubeProxy::start(http, p.addr, n));
@@ -476,8 +423,8 @@ async fn run_topology(
     // Settle: the proxies' own first bookmarks and lists behind them.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let at_start = api.egress();
-    let cpu0: Vec<f64> = fleet.node_proxies.iter().map(Proc::cpu).collect();
-    let site_cpu0 = fleet.site_proxy.as_ref().map(Proc::cpu);
+    let cpu0: Vec<f64> = fleet.node_proxies.iter().map(|p| cpu_ms(p.pid())).collect();
+    let site_cpu0 = fleet.site_proxy.as_ref().map(|p| cpu_ms(p.pid()));
     let site_events0 = match &fleet.site_proxy {
         Some(p) => Some(proxy_metric(&http, p.addr, NODE_EVENTS_OUT).await),
         None => None,
@@ -486,7 +433,7 @@ async fn run_topology(
     let window_start = Instant::now();
     let shown = progress;
     let (heartbeats, churn) = tokio::join!(
-        one_status_period(api, names, config.window),
+        api.status_period(config.window),
         churner.run(config.churn_rate, config.window, |sent| {
             shown.show(&format!(
                 "{}: window {:.0?}/{:.0?}, {sent} EndpointSlice changes",
@@ -522,13 +469,13 @@ async fn run_topology(
             .node_proxies
             .iter()
             .zip(&cpu0)
-            .map(|(p, c)| p.figures(*c))
+            .map(|(p, c)| figures(p, *c))
             .collect(),
         site_proxy: fleet
             .site_proxy
             .as_ref()
             .zip(site_cpu0)
-            .map(|(p, c)| p.figures(c)),
+            .map(|(p, c)| figures(p, c)),
         site_proxy_node_events,
         kube_proxies: fleet.received() - received0,
     };
