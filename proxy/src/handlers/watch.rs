@@ -1,8 +1,12 @@
 //! WATCH from the cache: replay from a resourceVersion, initial state,
 //! selector transitions, bookmarks, timeouts, and the lag policy.
 //!
-//! Each watch is a task feeding a small channel that hyper drains into the
-//! response. Frames of shared events are the events' own encoded `Bytes`.
+//! Each watch is an async function that the connection polls in place
+//! ([`Produced`]): no task or channel of its own. Frames of shared events
+//! are the events' own encoded `Bytes`;
+//! the events that are already waiting when a watch wakes go out together,
+//! as one write (under churn a watch wakes, and hyper writes, once per batch
+//! rather than once per event).
 //! Live events come from a bounded broadcast: a watcher that falls more than
 //! `watcher_buffer` events behind (a slow client) is ended with a 410 Expired
 //! ERROR event so it lists again; it never silently misses an event and never
@@ -10,14 +14,15 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
 use http::{Response, StatusCode};
 use http_body::Frame;
 use http_body_util::StreamBody;
 use serde_json::{json, Value};
 use sitegrid_apimachinery::{table, Status};
 use tokio::{
-    sync::{broadcast::error::RecvError, mpsc},
+    sync::broadcast::error::{RecvError, TryRecvError},
     time::{sleep_until, Instant},
 };
 use tokio_util::sync::CancellationToken;
@@ -33,12 +38,19 @@ use crate::{
         json::{watch_frame, watch_frame_value},
         proto, Cache, Event, EventType, View, WatcherHandle, WatcherInfo, Wire,
     },
-    http::{response, Body, BoxError},
+    http::{
+        produced::{Produced, Sink},
+        response, Body, BoxError,
+    },
 };
 
 /// The longest a watch runs: `timeoutSeconds` may be as large as an int64
 /// (kube-apiserver accepts it), past what an `Instant` can hold.
 const LONGEST_WATCH: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Frames queued for one write are sent once they reach this many bytes (an
+/// initial list of thousands of objects goes out in pieces of about this size).
+const WRITE_BYTES: usize = 64 * 1024;
 
 /// Watch timing.
 #[derive(Debug, Clone, Copy)]
@@ -72,7 +84,6 @@ pub fn watch(
         // Without timeoutSeconds kube-apiserver picks 30 to 60 minutes.
         .unwrap_or_else(|| Duration::from_secs(1800 + fastrand::u64(0..1800)))
         .min(LONGEST_WATCH);
-    let (tx, rx) = mpsc::channel::<Bytes>(16);
     let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
     let (labels, fields) = options.filter.raw_selectors();
     let registered = cache.watchers().register(WatcherInfo {
@@ -81,31 +92,30 @@ pub fn watch(
         label_selector: nonempty(labels),
         field_selector: nonempty(fields),
     });
-    let w = Watcher {
-        cache,
-        req,
-        options,
-        tx,
-        sent_columns: false,
-        last_rv: 0,
-        seen_rv: 0,
-        deadline: Instant::now() + timeout,
-        registered,
-        closing,
-    };
-
-    let content_type = w.req.format.content_type(true);
-    tokio::spawn(w.run(settings));
-
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|b| (Ok::<_, BoxError>(Frame::data(b)), rx))
-    });
+    let content_type = req.format.content_type(true);
+    let deadline = Instant::now() + timeout;
+    let frames = Produced::new(|out| {
+        Watcher {
+            cache,
+            req,
+            options,
+            out,
+            queued: Vec::new(),
+            queued_bytes: 0,
+            sent_columns: false,
+            last_rv: 0,
+            seen_rv: 0,
+            deadline,
+            registered,
+            closing,
+        }
+        .run(settings)
+    })
+    .map(|b| Ok::<_, BoxError>(Frame::data(b)));
     response::typed(
         StatusCode::OK,
         content_type,
-        Body::new(StreamBody::new(stream)),
+        Body::new(StreamBody::new(frames)),
     )
 }
 
@@ -114,7 +124,11 @@ struct Watcher {
     cache: Cache,
     req: CachedRequest,
     options: WatchRequest,
-    tx: mpsc::Sender<Bytes>,
+    /// Where frames go: the response body, polled by the connection.
+    out: Sink,
+    /// Frames waiting to go out in one write ([`Watcher::flush`]).
+    queued: Vec<Bytes>,
+    queued_bytes: usize,
     sent_columns: bool,
     /// The newest version this client has been told about.
     last_rv: u64,
@@ -140,7 +154,7 @@ type Live = tokio::sync::broadcast::Receiver<std::sync::Arc<Event>>;
 
 impl Watcher {
     async fn run(mut self, settings: WatchSettings) {
-        // Either way the stream is over; dropping `tx` ends the response body.
+        // Either way the stream is over; returning ends the response body.
         let _ = self.stream(settings).await;
     }
 
@@ -157,7 +171,8 @@ impl Watcher {
     /// when the version is older than the log (the 410 ERROR was sent).
     async fn catch_up(&mut self) -> Result<Option<Live>, Gone> {
         let start = self.options.start;
-        let store = self.cache.store(self.req.served.kind);
+        let cache = self.cache.clone();
+        let store = cache.store(self.req.served.kind);
         let from = match start {
             Start::After(rv) => Some(rv),
             Start::Now => Some(store.last_rv()), // resolved in `watch` already
@@ -191,7 +206,7 @@ impl Watcher {
         for view in std::mem::take(&mut sub.initial) {
             if self.options.filter.matches(&view) {
                 let frame = self.frame_for(EventType::Added, &view).await?;
-                self.send(frame).await?;
+                self.queue(frame).await?;
             }
         }
         if let Start::Initial {
@@ -203,44 +218,62 @@ impl Watcher {
         for event in std::mem::take(&mut sub.replay) {
             self.deliver(&event).await?;
         }
+        self.flush().await?;
         Ok(Some(sub.live))
     }
 
     /// Live events, bookmarks, the timeout and shutdown, until one ends the stream.
     async fn follow(&mut self, mut live: Live, settings: WatchSettings) -> Result<(), Gone> {
-        let (deadline, bookmarks) = (self.deadline, self.options.bookmarks);
+        let bookmarks = self.options.bookmarks;
         let cache = self.cache.clone();
         let kind = self.req.served.kind;
-        let mut next_bookmark = Instant::now() + settings.bookmark_interval;
+        // Made once: a timer registered anew for every event would cost more
+        // than the event.
+        let ended = sleep_until(self.deadline);
+        let bookmark_due = sleep_until(Instant::now() + settings.bookmark_interval);
+        let closing = self.closing.clone();
+        let shutdown = closing.cancelled();
+        tokio::pin!(ended, bookmark_due, shutdown);
         loop {
             tokio::select! {
-                received = live.recv() => match received {
-                    Ok(event) => {
-                        self.seen_rv = self.seen_rv.max(event.rv);
-                        self.deliver(&event).await?
+                received = live.recv() => {
+                    let mut received = received.map_err(|e| match e {
+                        RecvError::Lagged(n) => TryRecvError::Lagged(n),
+                        RecvError::Closed => TryRecvError::Closed,
+                    });
+                    // This event and those already behind it: one write.
+                    loop {
+                        match received {
+                            Ok(event) => {
+                                self.seen_rv = self.seen_rv.max(event.rv);
+                                self.deliver(&event).await?;
+                            }
+                            Err(TryRecvError::Empty) => break,
+                            Err(TryRecvError::Lagged(n)) => {
+                                cache.metrics().watcher_lagged(kind);
+                                let status = Status::expired(format!(
+                                    "watch of {kind} fell {n} events behind and was ended; list again"
+                                ));
+                                return self.fail(&status).await;
+                            }
+                            Err(TryRecvError::Closed) => return self.flush().await,
+                        }
+                        received = live.try_recv();
                     }
-                    Err(RecvError::Lagged(n)) => {
-                        cache.metrics().watcher_lagged(kind);
-                        let status = Status::expired(format!(
-                            "watch of {kind} fell {n} events behind and was ended; list again"
-                        ));
-                        return self.fail(&status).await;
-                    }
-                    Err(RecvError::Closed) => return Ok(()),
-                },
-                _ = sleep_until(next_bookmark), if bookmarks => {
-                    next_bookmark = Instant::now() + settings.bookmark_interval;
+                    self.flush().await?;
+                }
+                _ = &mut bookmark_due, if bookmarks => {
+                    bookmark_due.as_mut().reset(Instant::now() + settings.bookmark_interval);
                     self.bookmark_if_progressed(self.seen_rv).await?;
                 }
-                _ = sleep_until(deadline) => {
+                _ = &mut ended => {
                     if bookmarks {
                         self.bookmark_if_progressed(self.seen_rv).await?;
                     }
                     return Ok(());
                 }
-                _ = self.tx.closed() => return Err(Gone),
                 // Shutting down: end the stream cleanly, as kube-apiserver does; clients re-watch.
-                () = self.closing.cancelled() => return Ok(()),
+                () = &mut shutdown => return Ok(()),
             }
         }
     }
@@ -280,7 +313,7 @@ impl Watcher {
             _ => return Ok(()),
         };
         self.last_rv = event.rv;
-        self.send(frame).await
+        self.queue(frame).await
     }
 
     /// The frame of `view` as an `event_type` event in the watch's format; an
@@ -323,13 +356,15 @@ impl Watcher {
         }
     }
 
-    /// Sends an ERROR event with `status` in the watch's format; the stream ends after it.
-    async fn fail(&self, status: &Status) -> Result<(), Gone> {
+    /// Sends an ERROR event with `status` in the watch's format (after what
+    /// was queued); the stream ends after it.
+    async fn fail(&mut self, status: &Status) -> Result<(), Gone> {
         let frame = match self.req.format.wire() {
             Wire::Json => watch_frame_value("ERROR", &status.to_value()),
             Wire::Protobuf => proto::error_frame(status),
         };
-        self.send(frame).await?;
+        self.queue(frame).await?;
+        self.flush().await?;
         Err(Gone)
     }
 
@@ -366,17 +401,41 @@ impl Watcher {
         };
         self.last_rv = self.last_rv.max(rv);
         self.registered.set_sent(self.last_rv);
-        self.send(frame).await
+        self.queue(frame).await?;
+        self.flush().await
     }
 
-    /// Queues a frame; a client that stops reading holds the task at most until the deadline.
-    async fn send(&self, frame: Bytes) -> Result<(), Gone> {
-        match tokio::time::timeout_at(self.deadline, self.tx.send(frame)).await {
-            Ok(Ok(())) => {
-                self.cache.metrics().events_out(self.req.served.kind, 1);
-                Ok(())
-            }
-            _ => Err(Gone),
+    /// Queues a frame for the next write; a full write's worth goes out now.
+    async fn queue(&mut self, frame: Bytes) -> Result<(), Gone> {
+        self.queued_bytes += frame.len();
+        self.queued.push(frame);
+        if self.queued_bytes >= WRITE_BYTES {
+            self.flush().await?;
         }
+        Ok(())
+    }
+
+    /// Sends the queued frames as one write. The watch waits here until the
+    /// connection has taken it: a client that stops reading stops its watch
+    /// where it is (it falls behind the broadcast, see [`Watcher::follow`]).
+    async fn flush(&mut self) -> Result<(), Gone> {
+        let events = self.queued.len();
+        let write = match events {
+            0 => return Ok(()),
+            1 => self.queued.pop().unwrap_or_default(),
+            _ => {
+                let mut joined = BytesMut::with_capacity(self.queued_bytes);
+                for frame in self.queued.drain(..) {
+                    joined.extend_from_slice(&frame);
+                }
+                joined.freeze()
+            }
+        };
+        self.queued_bytes = 0;
+        self.out.send(write).await;
+        self.cache
+            .metrics()
+            .events_out(self.req.served.kind, events as u64);
+        Ok(())
     }
 }

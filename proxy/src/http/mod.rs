@@ -3,6 +3,7 @@
 
 mod body;
 pub mod framed;
+pub mod produced;
 pub mod response;
 pub mod tls;
 
