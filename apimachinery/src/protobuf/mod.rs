@@ -67,6 +67,22 @@ pub fn message(kind: Kind, json: &[u8]) -> Result<Vec<u8>, EncodeError> {
     })
 }
 
+/// Whether `value` reads as `kind`: what [`message`] would accept, checked
+/// on JSON that is already parsed and without encoding anything (a cache
+/// checks every object it takes in, and has parsed it anyway).
+pub fn readable(kind: Kind, value: &serde_json::Value) -> Result<(), EncodeError> {
+    use serde::Deserialize;
+    match kind {
+        Kind::Service => drop(k8s_openapi::api::core::v1::Service::deserialize(value)?),
+        Kind::Endpoints => drop(k8s_openapi::api::core::v1::Endpoints::deserialize(value)?),
+        Kind::Node => drop(k8s_openapi::api::core::v1::Node::deserialize(value)?),
+        Kind::EndpointSliceV1 | Kind::EndpointSliceV1beta1 => {
+            drop(discovery::Slice::deserialize(value)?)
+        }
+    }
+    Ok(())
+}
+
 /// Appends a length-delimited field `tag` holding `len` bytes (the bytes follow).
 fn put_len_field(out: &mut BytesMut, tag: u32, len: usize) {
     encode_key(tag, WireType::LengthDelimited, out);

@@ -197,3 +197,49 @@ fn watch_frames_equal_the_apiservers() {
         assert_eq!(decoded(&ours), decoded(&theirs), "{name}");
     }
 }
+
+/// `readable` (the check a cache makes on every object it takes in) accepts
+/// exactly what `message` (the encoder) accepts: every object of the API
+/// server's own lists, and none of the same objects with a field of the
+/// wrong type.
+#[test]
+fn readable_accepts_what_the_encoder_accepts() {
+    let lists = [
+        ("endpoints-list.json", Kind::Endpoints),
+        ("endpointslices-list.json", Kind::EndpointSliceV1beta1),
+        ("services-list.json", Kind::Service),
+        ("nodes-list.json", Kind::Node),
+    ];
+    let spoil: [(&str, Value); 4] = [
+        ("metadata", serde_json::json!({"labels": {"app": 5}})),
+        ("spec", serde_json::json!(5)),
+        ("subsets", serde_json::json!([{"ports": [{"port": "80"}]}])),
+        ("endpoints", serde_json::json!("x")),
+    ];
+    let mut checked = 0;
+    for (name, kind) in lists {
+        for item in golden_json(name)["items"].as_array().unwrap() {
+            assert!(protobuf::readable(kind, item).is_ok(), "{name}: {item}");
+            for (field, bad) in &spoil {
+                let mut spoiled = item.clone();
+                if spoiled.get(*field).is_none() {
+                    continue;
+                }
+                match (&mut spoiled[*field], bad) {
+                    (Value::Object(map), Value::Object(over)) => {
+                        map.extend(over.clone());
+                    }
+                    (slot, _) => *slot = bad.clone(),
+                }
+                let encoder = protobuf::message(kind, spoiled.to_string().as_bytes());
+                assert!(encoder.is_err(), "{name}: the encoder took {spoiled}");
+                assert!(
+                    protobuf::readable(kind, &spoiled).is_err(),
+                    "{name}: readable took {spoiled}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 8, "only {checked} spoiled objects were checked");
+}

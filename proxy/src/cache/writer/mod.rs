@@ -103,6 +103,7 @@ impl WriterSlot {
             convert_slices: (native != slice_version).then_some(native),
             skipped: Skipped::default(),
             covered: None,
+            arrived: None,
         };
         if writer.cache.readiness().restored_from().is_some() {
             writer.restore_topology();
@@ -157,6 +158,15 @@ pub struct Writer {
     /// The node scopes the membership has sent in full; None when nothing
     /// tracks them (a writer fed directly): then nothing is held.
     covered: Option<NodeScopes>,
+    /// The object of the watch event being handled, parsed once.
+    arrived: Option<Arrived>,
+}
+
+/// An upstream object as parsed when its watch event arrived.
+struct Arrived {
+    kind: ResourceKind,
+    key: String,
+    value: Value,
 }
 
 /// Changes collected while handling one upstream event.
@@ -237,30 +247,35 @@ impl Writer {
                 self.upstream[kind].relist = Some(BTreeMap::new());
                 self.upstream[kind].relist_kept.clear();
             }
-            watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)
-                if self.skipped_unreadable(kind, &obj) =>
-            {
+            watcher::Event::InitApply(obj) => match self.checked(kind, &obj) {
                 // An unreadable object listed: its last good version stays.
-                if self.upstream[kind].relist.is_some() {
-                    self.upstream[kind].relist_kept.insert(obj.key());
+                None => self.keep_last_good(kind, &obj),
+                Some(_) => {
+                    self.readable_again(kind, &obj.key());
+                    // Kept compact until the list completes: a relist of thousands of
+                    // objects must not hold them all as parsed metadata.
+                    let up = &mut self.upstream[kind];
+                    let buf = up.relist.get_or_insert_with(BTreeMap::new);
+                    buf.insert(obj.key(), Incoming::new(kind, obj, &mut up.dictionary));
                 }
-            }
-            watcher::Event::InitApply(obj) => {
-                self.readable_again(kind, &obj.key());
-                // Kept compact until the list completes: a relist of thousands of
-                // objects must not hold them all as parsed metadata.
-                let up = &mut self.upstream[kind];
-                let buf = up.relist.get_or_insert_with(BTreeMap::new);
-                buf.insert(obj.key(), Incoming::new(kind, obj, &mut up.dictionary));
-            }
+            },
             watcher::Event::InitDone => self.relisted(kind, &mut batch),
-            watcher::Event::Apply(obj) => {
-                self.readable_again(kind, &obj.key());
-                let key = obj.key();
-                let incoming = Incoming::new(kind, obj, &mut self.upstream[kind].dictionary);
-                let upserted = vec![(key, incoming)];
-                self.changed(kind, upserted, Vec::new(), &mut batch);
-            }
+            watcher::Event::Apply(obj) => match self.checked(kind, &obj) {
+                None => self.keep_last_good(kind, &obj),
+                Some(value) => {
+                    let key = obj.key();
+                    self.readable_again(kind, &key);
+                    let incoming = Incoming::new(kind, obj, &mut self.upstream[kind].dictionary);
+                    // Parsed once: its views are made from this copy.
+                    self.arrived = Some(Arrived {
+                        kind,
+                        key: key.clone(),
+                        value,
+                    });
+                    self.changed(kind, vec![(key, incoming)], Vec::new(), &mut batch);
+                    self.arrived = None;
+                }
+            },
             // A deletion needs the key only, which even an unreadable object has.
             watcher::Event::Delete(obj)
                 if obj.metadata.name.as_deref().unwrap_or("").is_empty() =>
@@ -281,16 +296,35 @@ impl Writer {
         self.commit(batch);
     }
 
-    /// Whether `obj` is unreadable as a `kind`: then it was counted, logged
-    /// and must be skipped.
-    fn skipped_unreadable(&mut self, kind: ResourceKind, obj: &UpstreamObject) -> bool {
-        match self.unreadable(kind, obj) {
-            Some(why) => {
-                self.skip(kind, obj, &why);
-                true
-            }
-            None => false,
+    /// An unreadable object arrived: its last good version, if any, stays
+    /// (through the relist in progress too).
+    fn keep_last_good(&mut self, kind: ResourceKind, obj: &UpstreamObject) {
+        if self.upstream[kind].relist.is_some() {
+            self.upstream[kind].relist_kept.insert(obj.key());
         }
+    }
+
+    /// The upstream object `key` of `kind` as JSON: the copy parsed on
+    /// arrival if it just arrived (taken: each view is made once), else the
+    /// kept copy (Endpoints and EndpointSlices), else the `once` part.
+    fn upstream_value(
+        &mut self,
+        kind: ResourceKind,
+        key: &str,
+        once: Option<&Once>,
+    ) -> Option<Value> {
+        if self
+            .arrived
+            .as_ref()
+            .is_some_and(|a| a.kind == kind && a.key == key)
+        {
+            return self.arrived.take().map(|a| a.value);
+        }
+        if let Some(once) = once {
+            return Some(once.value());
+        }
+        let up = &self.upstream[kind];
+        up.objects.get(key)?.value(&up.dictionary)
     }
 
     /// A relist completed: swap it in, emitting only the differences.

@@ -39,7 +39,7 @@ impl Writer {
             if before != keys {
                 affected.push(key.clone());
             }
-            let view = once.as_ref().map(Once::value);
+            let view = self.upstream_value(ResourceKind::Services, key, once.as_ref());
             self.emit(ResourceKind::Services, key, view, batch);
         }
         for (key, _) in deleted {
@@ -71,7 +71,7 @@ impl Writer {
                 labels_moved |= self.relevant(key, self.nodes.get(key), Some(&labels));
                 self.nodes.insert(key.clone(), labels);
             }
-            let view = once.as_ref().map(Once::value);
+            let view = self.upstream_value(ResourceKind::Nodes, key, once.as_ref());
             self.emit(ResourceKind::Nodes, key, view, batch);
         }
         for (key, _) in deleted {
@@ -260,8 +260,13 @@ impl Writer {
 
     pub(super) fn project_endpoints(&mut self, key: &str, batch: &mut Batch) {
         // Gone upstream: gone from the view, whatever the topology.
-        let up = &self.upstream[ResourceKind::Endpoints];
-        let Some(mut value) = up.objects.get(key).and_then(|s| s.value(&up.dictionary)) else {
+        let kept = self.upstream[ResourceKind::Endpoints]
+            .objects
+            .contains_key(key);
+        let value = kept
+            .then(|| self.upstream_value(ResourceKind::Endpoints, key, None))
+            .flatten();
+        let Some(mut value) = value else {
             self.emit(ResourceKind::Endpoints, key, None, batch);
             return;
         };
@@ -293,14 +298,12 @@ impl Writer {
             return;
         }
         let slice_keys = self.slices_by_service.of(service).to_vec();
-        let mut values: Vec<(String, serde_json::Value)> = slice_keys
-            .into_iter()
-            .filter_map(|k| {
-                let dict = &self.upstream[ResourceKind::EndpointSlices].dictionary;
-                let v = self.slice(&k)?.value(dict)?;
-                Some((k, v))
-            })
-            .collect();
+        let mut values: Vec<(String, serde_json::Value)> = Vec::with_capacity(slice_keys.len());
+        for k in slice_keys {
+            if let Some(v) = self.upstream_value(ResourceKind::EndpointSlices, &k, None) {
+                values.push((k, v));
+            }
+        }
         if let Some(keys) = self.services.get(service) {
             let refs: Vec<_> = values
                 .iter()
@@ -321,8 +324,7 @@ impl Writer {
         if !self.topology_ready() {
             return;
         }
-        let dict = &self.upstream[ResourceKind::EndpointSlices].dictionary;
-        let value = self.slice(key).and_then(|s| s.value(dict));
+        let value = self.upstream_value(ResourceKind::EndpointSlices, key, None);
         self.emit(ResourceKind::EndpointSlices, key, value, batch);
     }
 }

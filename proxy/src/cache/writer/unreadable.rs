@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 
+use serde_json::Value;
 use sitegrid_apimachinery::protobuf;
 use tracing::{debug, info, warn};
 
@@ -23,23 +24,35 @@ use crate::{
 pub(super) struct Skipped(PerKind<HashMap<String, Box<str>>>);
 
 impl Writer {
-    /// Why `obj` cannot be served as a `kind`, if it cannot.
-    pub(super) fn unreadable(&self, kind: ResourceKind, obj: &UpstreamObject) -> Option<String> {
+    /// `obj` parsed, if it can be served as a `kind`; otherwise it was
+    /// counted and logged, and must be skipped.
+    pub(super) fn checked(&mut self, kind: ResourceKind, obj: &UpstreamObject) -> Option<Value> {
+        match self.readable(kind, obj) {
+            Ok(value) => Some(value),
+            Err(why) => {
+                self.skip(kind, obj, &why);
+                None
+            }
+        }
+    }
+
+    /// `obj` parsed, or why it cannot be served as a `kind`.
+    fn readable(&self, kind: ResourceKind, obj: &UpstreamObject) -> Result<Value, String> {
         if let Some(why) = &obj.invalid {
-            return Some(format!("metadata: {why}"));
+            return Err(format!("metadata: {why}"));
         }
         if obj.metadata.name.as_deref().unwrap_or("").is_empty() {
-            return Some("no metadata.name".to_owned());
+            return Err("no metadata.name".to_owned());
         }
-        // The protobuf encoder reads the object with its typed (k8s-openapi)
-        // struct, as every client will: what it refuses, they would.
+        let value: Value = serde_json::from_str(obj.raw.get()).map_err(|e| e.to_string())?;
+        // Read with the typed (k8s-openapi) struct the protobuf encoder
+        // uses, as every client will: what it refuses, they would.
         let served = Served {
             kind,
             version: self.cache.native(kind),
         };
-        protobuf::message(served.message(), obj.raw.get().as_bytes())
-            .err()
-            .map(|e| e.to_string())
+        protobuf::readable(served.message(), &value).map_err(|e| e.to_string())?;
+        Ok(value)
     }
 
     /// Counts and (once per object version) logs that `obj` was skipped.
