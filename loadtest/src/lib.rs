@@ -2,6 +2,7 @@
 //! upstream, waiting for it, and reading its CPU time and RSS from `/proc`.
 
 pub mod abuse;
+pub mod affinity;
 pub mod report;
 pub mod scale;
 
@@ -61,16 +62,18 @@ pub fn spawn_proxy(
     upstream: &str,
     extra: &[String],
 ) -> Result<(Child, SocketAddr), Box<dyn std::error::Error>> {
-    spawn_proxy_as(bin, upstream, Some(PROXY_NODE), extra)
+    spawn_proxy_as(bin, upstream, Some(PROXY_NODE), extra, None)
 }
 
 /// [`spawn_proxy`] for node `hostname`; `None` gives no `--hostname` (a
-/// site proxy, whose `extra` flags carry `--site-selector`).
+/// site proxy, whose `extra` flags carry `--site-selector`), on CPU `cpu`
+/// alone if one is given.
 pub fn spawn_proxy_as(
     bin: &Path,
     upstream: &str,
     hostname: Option<&str>,
     extra: &[String],
+    cpu: Option<usize>,
 ) -> Result<(Child, SocketAddr), Box<dyn std::error::Error>> {
     let port = free_port()?;
     let dir = std::env::temp_dir().join(format!("sitegrid-bench-{}-{port}", std::process::id()));
@@ -91,7 +94,15 @@ pub fn spawn_proxy_as(
     if !extra.iter().any(|a| a.starts_with("--data-dir")) {
         cmd.arg(format!("--data-dir={}", dir.join("data").display()));
     }
-    Ok((cmd.spawn()?, addr))
+    let mut child = cmd.spawn()?;
+    if let Some(cpu) = cpu {
+        if let Err(e) = affinity::pin_process(child.id(), cpu) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("pinning the proxy to CPU {cpu}: {e}").into());
+        }
+    }
+    Ok((child, addr))
 }
 
 /// A sitegrid-proxy process, killed (and reaped) when dropped.
@@ -109,8 +120,10 @@ impl ProxyChild {
         upstream: SocketAddr,
         hostname: Option<&str>,
         extra: &[String],
+        cpu: Option<usize>,
     ) -> Result<ProxyChild, String> {
-        let (child, addr) = spawn_proxy_as(bin, &format!("http://{upstream}"), hostname, extra)
+        let upstream = format!("http://{upstream}");
+        let (child, addr) = spawn_proxy_as(bin, &upstream, hostname, extra, cpu)
             .map_err(|e| format!("starting {}: {e}", bin.display()))?;
         Ok(ProxyChild { child, addr })
     }

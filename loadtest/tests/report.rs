@@ -116,6 +116,7 @@ async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
     std::fs::create_dir_all(&dir).unwrap();
     let report = Report {
         machine: Machine::read(),
+        placement: Some("Every proxy ran on CPU 1 alone.".into()),
         started: "2026-01-01T00:00:00Z".into(),
         command: "test".into(),
         churn_cluster: Scale::Tiny.describe(2),
@@ -175,6 +176,10 @@ async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
         );
     }
     let md = markdown::render(&report, Some(&names));
+    assert!(
+        md.contains("Every proxy ran on CPU 1 alone."),
+        "where the proxy ran"
+    );
     for g in &table {
         assert!(md.contains(g.goal), "{} in the Markdown", g.goal);
     }

@@ -159,6 +159,11 @@ struct Args {
     /// No progress line.
     #[arg(long)]
     quiet: bool,
+    /// Runs every proxy on this CPU alone, and the report (load generator,
+    /// in-memory API server, watchers) on the other CPUs: the proxy's CPU
+    /// figures are then its own, on one core, not shared with its load.
+    #[arg(long)]
+    proxy_cpu: Option<usize>,
 }
 
 #[tokio::main]
@@ -217,8 +222,20 @@ async fn run(args: Args) -> Result<()> {
         .name
         .clone()
         .unwrap_or_else(|| started.get(..10).unwrap_or("report").to_owned());
+    let placement = match args.proxy_cpu {
+        Some(cpu) => {
+            let others = sitegrid_loadtest::affinity::leave_cpu(cpu)?;
+            Some(format!(
+                "Every proxy ran on CPU {cpu} alone; the load generator, the in-memory API server and the watchers on CPU{} {}.",
+                if others.len() > 1 { "s" } else { "" },
+                others.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            ))
+        }
+        None => None,
+    };
     let env = Env {
         proxy_bin,
+        proxy_cpu: args.proxy_cpu,
         // --debug: /debug/pprof/profile for the churn scenario's CPU profile.
         proxy_flags: vec!["--max-watches=20000".into(), "--debug".into()],
         nodes_per_site: args.nodes_per_site,
@@ -228,6 +245,7 @@ async fn run(args: Args) -> Result<()> {
     };
     let mut report = Report {
         machine: Machine::read(),
+        placement,
         started,
         command: std::env::args().collect::<Vec<_>>().join(" "),
         churn_cluster: format!(

@@ -178,6 +178,8 @@ pub struct Env {
     pub proxy_bin: PathBuf,
     /// Flags added to every proxy.
     pub proxy_flags: Vec<String>,
+    /// The CPU every proxy runs on alone (the report itself then runs on the others).
+    pub proxy_cpu: Option<usize>,
     /// Nodes per site in the clusters.
     pub nodes_per_site: usize,
     /// The progress line.
@@ -212,8 +214,14 @@ impl ProxyProcess {
     ) -> Result<ProxyProcess> {
         let mut flags = env.proxy_flags.clone();
         flags.extend(extra.iter().map(|f| (*f).to_owned()));
-        let child = ProxyChild::spawn(&env.proxy_bin, upstream, Some(PROXY_NODE), &flags)
-            .map_err(|e| anyhow!(e))?;
+        let child = ProxyChild::spawn(
+            &env.proxy_bin,
+            upstream,
+            Some(PROXY_NODE),
+            &flags,
+            env.proxy_cpu,
+        )
+        .map_err(|e| anyhow!(e))?;
         let (pid, addr) = (child.pid(), child.addr);
         let series = {
             let mut all = env.rss.lock();

@@ -60,6 +60,9 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
          later state of the object (a proxy relisting after its upstream watch failed does \
          that, as a relist would for a client of the API server).\n"
     );
+    if let Some(placement) = &r.placement {
+        let _ = writeln!(o, "{placement}\n");
+    }
     if !r.failures.is_empty() {
         let _ = writeln!(o, "## Scenarios that failed\n");
         for f in &r.failures {

@@ -294,6 +294,8 @@ pub struct RssSeries {
 pub struct Report {
     /// Where it ran.
     pub machine: Machine,
+    /// Which CPUs the proxy and the rest ran on, if they were pinned.
+    pub placement: Option<String>,
     /// UTC start, RFC 3339.
     pub started: String,
     /// The command line.

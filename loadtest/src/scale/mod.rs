@@ -341,6 +341,7 @@ async fn start_fleet(
                     format!("--site-selector=location={}", site_of(&nodes[0])),
                     "--anonymous-passthrough=all".into(),
                 ],
+                None,
             )
             .map_err(|e| anyhow!(e))?;
             let addr = site.addr;
@@ -352,7 +353,8 @@ async fn start_fleet(
         }
     };
     for n in nodes {
-        let p = ProxyChild::spawn(bin, node_upstream, Some(n), &[]).map_err(|e| anyhow!(e))?;
+        let p =
+            ProxyChild::spawn(bin, node_upstream, Some(n), &[], None).map_err(|e| anyhow!(e))?;
         fleet
             .kube_proxies
             .push(ModelKubeProxy::start(http, p.addr, n));

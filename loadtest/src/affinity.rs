@@ -1,0 +1,120 @@
+//! Pinning to CPUs, to measure a process "on one core" while the load
+//! generator and the watchers run on the others (Linux `sched_setaffinity`).
+
+use std::io;
+
+use rustix::{
+    process::Pid,
+    thread::{sched_getaffinity, sched_setaffinity, CpuSet},
+};
+
+/// The CPUs this process may run on.
+fn allowed() -> io::Result<Vec<usize>> {
+    let set = sched_getaffinity(None)?;
+    Ok((0..CpuSet::MAX_CPU).filter(|c| set.is_set(*c)).collect())
+}
+
+fn set_of(cpus: &[usize]) -> CpuSet {
+    let mut set = CpuSet::new();
+    for c in cpus {
+        set.set(*c);
+    }
+    set
+}
+
+/// Moves every thread of this process off `cpu` (threads started later
+/// inherit the mask) and returns the CPUs it keeps. An error if `cpu` is not
+/// one this process may use, or is the only one.
+pub fn leave_cpu(cpu: usize) -> io::Result<Vec<usize>> {
+    let mine = allowed()?;
+    if !mine.contains(&cpu) || mine.len() < 2 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("CPU {cpu} cannot be given to the proxy: this process may use CPUs {mine:?}"),
+        ));
+    }
+    let others: Vec<usize> = mine.into_iter().filter(|c| *c != cpu).collect();
+    let set = set_of(&others);
+    for entry in std::fs::read_dir("/proc/self/task")? {
+        let tid = entry?.file_name().to_string_lossy().parse::<i32>().ok();
+        if let Some(pid) = tid.and_then(Pid::from_raw) {
+            match sched_setaffinity(Some(pid), &set) {
+                // A thread that ended since the listing.
+                Err(rustix::io::Errno::SRCH) => {}
+                r => r?,
+            }
+        }
+    }
+    Ok(others)
+}
+
+/// Runs process `pid` on `cpu` alone: every thread it has, and (as they
+/// inherit the mask of the thread that starts them) every thread it starts.
+/// Called right after the spawn; passes repeat until one finds every thread
+/// pinned already, so a thread started during a pass is caught by the next.
+pub fn pin_process(pid: u32, cpu: usize) -> io::Result<()> {
+    let set = set_of(&[cpu]);
+    for _ in 0..100 {
+        let mut moved = 0;
+        for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+            let tid = entry?.file_name().to_string_lossy().parse::<i32>().ok();
+            let Some(tid) = tid.and_then(Pid::from_raw) else {
+                continue;
+            };
+            match sched_getaffinity(Some(tid)) {
+                Ok(now) if now == set => continue,
+                Err(rustix::io::Errno::SRCH) => continue,
+                Err(e) => return Err(e.into()),
+                Ok(_) => {}
+            }
+            match sched_setaffinity(Some(tid), &set) {
+                Ok(()) => moved += 1,
+                Err(rustix::io::Errno::SRCH) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if moved == 0 {
+            return Ok(());
+        }
+    }
+    Err(io::Error::other(format!(
+        "process {pid} kept starting threads on other CPUs"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pinned_process_runs_on_its_cpu_alone() {
+        let Some(&cpu) = allowed().unwrap().last() else {
+            return;
+        };
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        pin_process(child.id(), cpu).unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim();
+        assert_eq!(list, cpu.to_string());
+    }
+
+    #[test]
+    fn the_only_cpu_cannot_be_given_away() {
+        let mine = allowed().unwrap();
+        let missing = CpuSet::MAX_CPU - 1;
+        assert!(!mine.contains(&missing));
+        assert!(
+            leave_cpu(missing).is_err(),
+            "a CPU this process may not use"
+        );
+    }
+}
