@@ -1,7 +1,7 @@
 //! The object type the upstream reflectors decode into: the raw JSON as the
 //! API server sent it, plus the parsed metadata kube-runtime's watcher needs.
 
-use std::{borrow::Cow, sync::Arc};
+use std::{borrow::Cow, collections::BTreeMap, sync::Arc};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
@@ -14,8 +14,9 @@ use serde_json::value::RawValue;
 /// One object as received from the API server.
 ///
 /// The JSON is kept verbatim (compact, in the server's key order) so the
-/// projector can re-derive views from it; only `metadata` is parsed up front
-/// because the watcher tracks resourceVersions through it.
+/// projector can re-derive views from it; only the metadata the proxy reads
+/// is parsed up front (name, namespace, resourceVersion, labels,
+/// annotations): the watcher tracks resourceVersions through it.
 ///
 /// Any JSON value decodes: one whose metadata is not `ObjectMeta` (a label
 /// value that is a number, say) still yields its name, namespace and
@@ -69,11 +70,11 @@ impl<'de> Deserialize<'de> for UpstreamObject {
         #[derive(Deserialize)]
         struct MetaOnly {
             #[serde(default)]
-            metadata: ObjectMeta,
+            metadata: Meta,
         }
         let raw: Box<RawValue> = Box::deserialize(deserializer)?;
         let (metadata, invalid) = match serde_json::from_str::<MetaOnly>(raw.get()) {
-            Ok(meta) => (meta.metadata, None),
+            Ok(meta) => (meta.metadata.into(), None),
             Err(e) => (identity(raw.get()), Some(Arc::from(e.to_string()))),
         };
         Ok(UpstreamObject {
@@ -81,6 +82,39 @@ impl<'de> Deserialize<'de> for UpstreamObject {
             raw: Arc::from(raw),
             invalid,
         })
+    }
+}
+
+/// The metadata the proxy reads (the watcher, the store keys, the node
+/// membership, the topology): the rest is skipped unparsed, managedFields
+/// above all, which is most of a real object's metadata. The writer reads
+/// each object whole with its typed struct anyway, so metadata of the
+/// wrong type elsewhere is still caught (and skipped) there.
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Meta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+impl From<Meta> for ObjectMeta {
+    fn from(m: Meta) -> ObjectMeta {
+        ObjectMeta {
+            name: m.name,
+            namespace: m.namespace,
+            resource_version: m.resource_version,
+            labels: m.labels,
+            annotations: m.annotations,
+            ..ObjectMeta::default()
+        }
     }
 }
 

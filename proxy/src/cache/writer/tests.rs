@@ -678,3 +678,30 @@ fn a_service_waits_for_the_nodes_of_a_new_key_before_it_is_filtered_by_it() {
     );
     assert_eq!(ips(&direct, "servicegrid-demo-svc"), ["10.0.0.70"]);
 }
+
+/// Metadata of the wrong type in a field the upstream decode does not read
+/// (it reads name, namespace, resourceVersion, labels and annotations) is
+/// still caught: the writer reads every object whole with its typed struct,
+/// skips it, and keeps serving its last good version.
+#[test]
+fn metadata_of_the_wrong_type_anywhere_is_skipped_and_the_last_good_version_stays() {
+    let (cache, mut p) = writer("bj-1");
+    two_sites(&mut p);
+    let good = ips(&cache, "plain-echo");
+    assert!(!good.is_empty());
+    let mut spoiled = world_object(Endpoints, "default", "plain-echo");
+    spoiled["metadata"]["resourceVersion"] = json!("900");
+    spoiled["metadata"]["creationTimestamp"] = json!(5);
+    spoiled["metadata"]["managedFields"] = json!("x");
+    spoiled["subsets"][0]["addresses"][0]["ip"] = json!("10.9.9.9");
+    let spoiled = obj(spoiled);
+    assert!(spoiled.invalid.is_none(), "the upstream decode takes it");
+    p.handle(Endpoints, W::Apply(spoiled));
+    assert_eq!(ips(&cache, "plain-echo"), good, "the last good version");
+    // Good again: taken in.
+    let mut fixed = world_object(Endpoints, "default", "plain-echo");
+    fixed["metadata"]["resourceVersion"] = json!("901");
+    fixed["subsets"][0]["addresses"][0]["ip"] = json!("10.9.9.9");
+    p.handle(Endpoints, W::Apply(obj(fixed)));
+    assert!(ips(&cache, "plain-echo").contains(&"10.9.9.9".to_owned()));
+}
