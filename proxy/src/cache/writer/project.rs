@@ -172,8 +172,11 @@ impl Writer {
         })
     }
 
-    /// Whether a node's label change can alter any view: it is (or was) a
-    /// local node, or a label some Service's topology keys name differs.
+    /// Whether a node's label change can alter any view: it joins or leaves
+    /// the local node(s), or a label some Service's topology keys name
+    /// differs (on a local node or any other). Other labels of a local node
+    /// (a kubelet's, node-feature-discovery's) select nothing: recomputing
+    /// every view for them cost a node proxy a pass over all its slices.
     fn relevant(
         &self,
         node: &str,
@@ -183,7 +186,7 @@ impl Writer {
         let local = |labels: Option<&BTreeMap<String, String>>| {
             labels.is_some_and(|l| self.locality.is_local(node, l))
         };
-        if local(before) || local(after) || self.locality.node() == Some(node) {
+        if local(before) != local(after) {
             return true;
         }
         self.services
