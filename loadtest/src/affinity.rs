@@ -34,17 +34,7 @@ pub fn leave_cpu(cpu: usize) -> io::Result<Vec<usize>> {
         ));
     }
     let others: Vec<usize> = mine.into_iter().filter(|c| *c != cpu).collect();
-    let set = set_of(&others);
-    for entry in std::fs::read_dir("/proc/self/task")? {
-        let tid = entry?.file_name().to_string_lossy().parse::<i32>().ok();
-        if let Some(pid) = tid.and_then(Pid::from_raw) {
-            match sched_setaffinity(Some(pid), &set) {
-                // A thread that ended since the listing.
-                Err(rustix::io::Errno::SRCH) => {}
-                r => r?,
-            }
-        }
-    }
+    move_threads("self", &set_of(&others))?;
     Ok(others)
 }
 
@@ -55,31 +45,36 @@ pub fn leave_cpu(cpu: usize) -> io::Result<Vec<usize>> {
 pub fn pin_process(pid: u32, cpu: usize) -> io::Result<()> {
     let set = set_of(&[cpu]);
     for _ in 0..100 {
-        let mut moved = 0;
-        for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
-            let tid = entry?.file_name().to_string_lossy().parse::<i32>().ok();
-            let Some(tid) = tid.and_then(Pid::from_raw) else {
-                continue;
-            };
-            match sched_getaffinity(Some(tid)) {
-                Ok(now) if now == set => continue,
-                Err(rustix::io::Errno::SRCH) => continue,
-                Err(e) => return Err(e.into()),
-                Ok(_) => {}
-            }
-            match sched_setaffinity(Some(tid), &set) {
-                Ok(()) => moved += 1,
-                Err(rustix::io::Errno::SRCH) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        if moved == 0 {
+        if move_threads(&pid.to_string(), &set)? == 0 {
             return Ok(());
         }
     }
     Err(io::Error::other(format!(
         "process {pid} kept starting threads on other CPUs"
     )))
+}
+
+/// Gives every thread of `/proc/<process>` the CPUs of `set`; returns how
+/// many were not on them already (a thread that ends meanwhile is skipped).
+fn move_threads(process: &str, set: &CpuSet) -> io::Result<usize> {
+    let mut moved = 0;
+    for entry in std::fs::read_dir(format!("/proc/{process}/task"))? {
+        let tid = entry?.file_name().to_string_lossy().parse::<i32>().ok();
+        let Some(tid) = tid.and_then(Pid::from_raw) else {
+            continue;
+        };
+        let result = match sched_getaffinity(Some(tid)) {
+            Ok(now) if now == *set => continue,
+            Ok(_) => sched_setaffinity(Some(tid), set),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => moved += 1,
+            Err(rustix::io::Errno::SRCH) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(moved)
 }
 
 #[cfg(test)]

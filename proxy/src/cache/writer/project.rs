@@ -263,13 +263,7 @@ impl Writer {
 
     pub(super) fn project_endpoints(&mut self, key: &str, batch: &mut Batch) {
         // Gone upstream: gone from the view, whatever the topology.
-        let kept = self.upstream[ResourceKind::Endpoints]
-            .objects
-            .contains_key(key);
-        let value = kept
-            .then(|| self.upstream_value(ResourceKind::Endpoints, key, None))
-            .flatten();
-        let Some(mut value) = value else {
+        let Some(mut value) = self.upstream_value(ResourceKind::Endpoints, key, None) else {
             self.emit(ResourceKind::Endpoints, key, None, batch);
             return;
         };
