@@ -15,12 +15,15 @@
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use http::{Request, Response};
-use hyper::body::Incoming;
+use hyper::{
+    body::Incoming,
+    server::conn::{http1, http2},
+};
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
-    server::{conn::auto, graceful::GracefulShutdown},
+    server::graceful::GracefulShutdown,
 };
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -64,32 +67,78 @@ impl Default for ConnLimits {
     }
 }
 
-impl ConnLimits {
-    /// The connection builder these limits configure.
-    fn builder(&self) -> auto::Builder<TokioExecutor> {
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder
-            .http1()
+/// The connection builders of one listener, configured by its [`ConnLimits`].
+///
+/// The protocol is told before hyper sees the connection: a plain TCP client
+/// by its first bytes, peeked at ([`speaks_h2`]); a TLS client by ALPN, as
+/// Go's server (kube-apiserver's) tells it: HTTP/2 when it negotiated `h2`,
+/// else HTTP/1.1.
+///
+/// hyper-util's automatic choice did it by reading the first 24 bytes and
+/// giving them to HTTP/1.1 as a first read of their own; hyper then asked
+/// for 8 KiB of room behind them and its 8 KiB read buffer doubled, so every
+/// HTTP/1.1 connection (one per watch, for clients without HTTP/2) held
+/// 16 KiB for reading, and the size of a request head was checked only
+/// where that buffer happened to fill (a 300 KiB head could get through).
+/// Here hyper's own head limit applies (`max_header_size`: 431 beyond it).
+struct Builders {
+    http1: http1::Builder,
+    http2: http2::Builder<TokioExecutor>,
+}
+
+impl Builders {
+    fn new(limits: &ConnLimits) -> Self {
+        let mut http1 = http1::Builder::new();
+        http1
             .timer(TokioTimer::new())
-            .header_read_timeout(self.header_read_timeout)
+            .header_read_timeout(limits.header_read_timeout)
+            .max_header_size(limits.max_header_bytes)
             // hyper's floor for its read buffer is 8 KiB.
-            .max_buf_size(self.max_header_bytes.max(8192));
-        builder
-            .http2()
+            .max_buf_size(limits.max_header_bytes.max(8192));
+        let mut http2 = http2::Builder::new(TokioExecutor::new());
+        http2
             .timer(TokioTimer::new())
-            .max_header_list_size(u32::try_from(self.max_header_bytes).unwrap_or(u32::MAX))
-            .max_concurrent_streams(self.h2_max_concurrent_streams)
-            .max_pending_accept_reset_streams(self.h2_max_pending_accept_reset_streams)
-            .keep_alive_interval(self.h2_keep_alive_interval)
-            .keep_alive_timeout(self.h2_keep_alive_interval);
-        builder
+            .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+            .max_concurrent_streams(limits.h2_max_concurrent_streams)
+            .max_pending_accept_reset_streams(limits.h2_max_pending_accept_reset_streams)
+            .keep_alive_interval(limits.h2_keep_alive_interval)
+            .keep_alive_timeout(limits.h2_keep_alive_interval);
+        Builders { http1, http2 }
     }
 }
 
-/// A connection whose first byte must arrive within a time. hyper's header
-/// read timer starts only once hyper-util has seen enough bytes to tell
-/// HTTP/1.1 from HTTP/2, so a client that connects and stays silent would
-/// otherwise hold its connection forever.
+/// What an HTTP/2 client with prior knowledge sends first.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the client on `stream` speaks HTTP/2 (its first bytes are the
+/// preface) or HTTP/1.1 (they are not), told from bytes peeked at, not
+/// read; `None` when it closed before sending any. As hyper-util tells it:
+/// HTTP/1.1 as soon as a byte differs from the preface.
+async fn speaks_h2(stream: &TcpStream) -> std::io::Result<Option<bool>> {
+    let mut buf = [0; H2_PREFACE.len()];
+    loop {
+        let n = stream.peek(&mut buf).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if buf[..n] != H2_PREFACE[..n] {
+            return Ok(Some(false));
+        }
+        if n == H2_PREFACE.len() {
+            return Ok(Some(true));
+        }
+        // The preface's beginning and no more yet: peek answers at once
+        // while any byte waits, so wait a little before looking again.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// A TLS connection whose first byte must arrive within a time after the
+/// handshake. hyper's HTTP/2 server has no timer for a client that never
+/// sends its preface, so a client that connects and stays silent would
+/// otherwise hold its connection forever. (HTTP/1.1 has hyper's header read
+/// timer; a plain TCP client must say which HTTP it speaks within the same
+/// time: [`speaks_h2`] under a timeout.)
 struct FirstByteWithin<IO> {
     io: IO,
     /// `None` once a byte arrived.
@@ -233,7 +282,7 @@ pub async fn serve<S, B, F>(
     B::Data: Send,
     B::Error: Into<BoxError>,
 {
-    let builder = limits.builder();
+    let builders = Arc::new(Builders::new(&limits));
     let graceful = GracefulShutdown::new();
     let mut backoff: Option<Duration> = None;
     loop {
@@ -266,16 +315,38 @@ pub async fn serve<S, B, F>(
             debug!(%peer, error = %err, "TCP_NODELAY");
         }
         let service = service.clone();
-        let builder = builder.clone();
+        let builders = builders.clone();
         let watcher = graceful.watcher();
         let transport = transport.clone();
         tokio::spawn(async move {
             let served = match transport {
                 Transport::Plain => {
+                    let h2 =
+                        match tokio::time::timeout(limits.header_read_timeout, speaks_h2(&stream))
+                            .await
+                        {
+                            Ok(Ok(Some(h2))) => h2,
+                            Ok(Ok(None)) => return,
+                            Ok(Err(err)) => {
+                                debug!(%peer, error = %err, "reading the first bytes");
+                                return;
+                            }
+                            Err(_) => {
+                                debug!(%peer, "no request arrived in time");
+                                return;
+                            }
+                        };
                     let svc = hyper::service::service_fn(service);
-                    let io = FirstByteWithin::new(stream, limits.header_read_timeout);
-                    let conn = builder.serve_connection(TokioIo::new(io), svc);
-                    watcher.watch(conn.into_owned()).await
+                    let io = TokioIo::new(stream);
+                    if h2 {
+                        watcher
+                            .watch(builders.http2.serve_connection(io, svc))
+                            .await
+                    } else {
+                        watcher
+                            .watch(builders.http1.serve_connection(io, svc))
+                            .await
+                    }
                 }
                 Transport::Tls(acceptor) => match tokio::time::timeout(
                     limits.tls_handshake_timeout,
@@ -300,9 +371,18 @@ pub async fn serve<S, B, F>(
                             }
                             service(req)
                         });
-                        let io = FirstByteWithin::new(tls, limits.header_read_timeout);
-                        let conn = builder.serve_connection(TokioIo::new(io), svc);
-                        watcher.watch(conn.into_owned()).await
+                        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                        let io =
+                            TokioIo::new(FirstByteWithin::new(tls, limits.header_read_timeout));
+                        if h2 {
+                            watcher
+                                .watch(builders.http2.serve_connection(io, svc))
+                                .await
+                        } else {
+                            watcher
+                                .watch(builders.http1.serve_connection(io, svc))
+                                .await
+                        }
                     }
                     Ok(Err(err)) => {
                         debug!(%peer, error = %err, "TLS handshake failed");
@@ -321,5 +401,70 @@ pub async fn serve<S, B, F>(
         .is_err()
     {
         warn!("grace period over; closing remaining connections");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    /// A connected pair on loopback: (client, server side).
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (client, server)
+    }
+
+    /// The client writes `parts` with a pause between them; what the server
+    /// side decides.
+    async fn decided(parts: Vec<&'static [u8]>) -> Option<bool> {
+        let (mut client, server) = pair().await;
+        let writer = tokio::spawn(async move {
+            for part in parts {
+                client.write_all(part).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+            client
+        });
+        let h2 = speaks_h2(&server).await.unwrap();
+        drop(writer.await.unwrap());
+        h2
+    }
+
+    #[tokio::test]
+    async fn the_protocol_is_told_from_the_first_bytes_left_for_hyper_to_read() {
+        // A request line: HTTP/1.1 from its second byte.
+        assert_eq!(
+            decided(vec![b"GET /api/v1/services HTTP/1.1\r\n"]).await,
+            Some(false)
+        );
+        // "P" could begin the preface, "PUT" cannot.
+        assert_eq!(
+            decided(vec![b"P", b"UT /x HTTP/1.1\r\n"]).await,
+            Some(false)
+        );
+        // The preface whole, or in two segments: HTTP/2.
+        assert_eq!(decided(vec![H2_PREFACE]).await, Some(true));
+        let (start, rest) = H2_PREFACE.split_at(10);
+        assert_eq!(decided(vec![start, rest]).await, Some(true));
+
+        // Nothing was consumed: hyper reads the request from its first byte.
+        let (mut client, server) = pair().await;
+        client.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+        assert_eq!(speaks_h2(&server).await.unwrap(), Some(false));
+        let mut first = [0; 16];
+        let n = server.try_read(&mut first).unwrap();
+        assert_eq!(&first[..n], b"GET / HTTP/1.1\r\n");
+    }
+
+    #[tokio::test]
+    async fn a_client_that_closes_before_a_byte_is_no_protocol() {
+        let (client, server) = pair().await;
+        drop(client);
+        assert_eq!(speaks_h2(&server).await.unwrap(), None);
     }
 }
