@@ -229,6 +229,9 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
             Locality::Site(_) => gateway::CachedNodes::Labels(cache.clone()),
         },
     });
+    // Each connection holds a handle on the stack, each request its own copy
+    // while it is dispatched (an open watch: only the handle).
+    let gateway = std::sync::Arc::new(gateway);
     let server = tokio::spawn(serve::serve(
         listener,
         move |req| dispatch(&gateway, req),
