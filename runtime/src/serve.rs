@@ -18,10 +18,11 @@ use http::{Request, Response};
 use hyper::{
     body::Incoming,
     server::conn::{http1, http2},
+    service::HttpService,
 };
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
-    server::graceful::GracefulShutdown,
+    server::graceful::{GracefulShutdown, Watcher},
 };
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -104,6 +105,35 @@ impl Builders {
             .keep_alive_interval(limits.h2_keep_alive_interval)
             .keep_alive_timeout(limits.h2_keep_alive_interval);
         Builders { http1, http2 }
+    }
+
+    /// Serves `io` in HTTP/2 (`h2`) or HTTP/1.1 until it ends, or until the
+    /// shutdown `watcher` belongs to has let it finish.
+    async fn serve<I, S, B>(
+        &self,
+        h2: bool,
+        io: I,
+        service: S,
+        watcher: Watcher,
+    ) -> Result<(), hyper::Error>
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+        S: HttpService<Incoming, ResBody = B> + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<BoxError>,
+    {
+        if h2 {
+            watcher
+                .watch(self.http2.serve_connection(io, service))
+                .await
+        } else {
+            watcher
+                .watch(self.http1.serve_connection(io, service))
+                .await
+        }
     }
 }
 
@@ -337,16 +367,7 @@ pub async fn serve<S, B, F>(
                             }
                         };
                     let svc = hyper::service::service_fn(service);
-                    let io = TokioIo::new(stream);
-                    if h2 {
-                        watcher
-                            .watch(builders.http2.serve_connection(io, svc))
-                            .await
-                    } else {
-                        watcher
-                            .watch(builders.http1.serve_connection(io, svc))
-                            .await
-                    }
+                    builders.serve(h2, TokioIo::new(stream), svc, watcher).await
                 }
                 Transport::Tls(acceptor) => match tokio::time::timeout(
                     limits.tls_handshake_timeout,
@@ -374,15 +395,7 @@ pub async fn serve<S, B, F>(
                         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
                         let io =
                             TokioIo::new(FirstByteWithin::new(tls, limits.header_read_timeout));
-                        if h2 {
-                            watcher
-                                .watch(builders.http2.serve_connection(io, svc))
-                                .await
-                        } else {
-                            watcher
-                                .watch(builders.http1.serve_connection(io, svc))
-                                .await
-                        }
+                        builders.serve(h2, io, svc, watcher).await
                     }
                     Ok(Err(err)) => {
                         debug!(%peer, error = %err, "TLS handshake failed");
