@@ -32,7 +32,10 @@ fi
 
 out=${OUT:-$root/target/fuzz-out}
 cd "$root"
-flock /tmp/sitegrid-cargo.lock cargo afl build --release --features afl -p sitegrid-fuzz --bins
+# Without the release profile's fat LTO (Cargo.toml): it buys the
+# instrumented targets nothing and made each of their links take minutes.
+CARGO_PROFILE_RELEASE_LTO=false \
+    flock /tmp/sitegrid-cargo.lock cargo afl build --release --features afl -p sitegrid-fuzz --bins
 
 # AFL++ refuses to start on a CPU-frequency governor it does not like, and
 # without core_pattern=core it wants to be told crashes may go unnoticed.
