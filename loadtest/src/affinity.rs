@@ -38,6 +38,41 @@ pub fn leave_cpu(cpu: usize) -> io::Result<Vec<usize>> {
     Ok(others)
 }
 
+/// A CPU to give a process alone for a while (the highest this process may
+/// use), if this process may use at least two.
+pub fn spare_cpu() -> io::Result<Option<usize>> {
+    let mine = allowed()?;
+    Ok(if mine.len() < 2 {
+        None
+    } else {
+        mine.last().copied()
+    })
+}
+
+/// This process off one CPU until dropped: then every thread of it may use
+/// every CPU it could before.
+#[derive(Debug)]
+pub struct CpuLeft {
+    before: Vec<usize>,
+    /// The CPUs this process kept meanwhile.
+    pub others: Vec<usize>,
+}
+
+/// [`leave_cpu`] until the returned guard is dropped.
+pub fn leave_cpu_for_now(cpu: usize) -> io::Result<CpuLeft> {
+    let before = allowed()?;
+    let others = leave_cpu(cpu)?;
+    Ok(CpuLeft { before, others })
+}
+
+impl Drop for CpuLeft {
+    fn drop(&mut self) {
+        // Best effort: a thread that cannot be moved back keeps the smaller
+        // set, which only makes the rest of a run slower.
+        let _ = move_threads("self", &set_of(&self.before));
+    }
+}
+
 /// Runs process `pid` on `cpu` alone: every thread it has, and (as they
 /// inherit the mask of the thread that starts them) every thread it starts.
 /// Called right after the spawn; passes repeat until one finds every thread
@@ -100,6 +135,26 @@ mod tests {
             .unwrap()
             .trim();
         assert_eq!(list, cpu.to_string());
+    }
+
+    #[test]
+    fn a_cpu_left_for_now_is_used_again_afterwards() {
+        let before = allowed().unwrap();
+        let Some(cpu) = spare_cpu().unwrap() else {
+            assert!(before.len() < 2, "a spare CPU whenever there are two");
+            return;
+        };
+        assert!(before.contains(&cpu));
+        {
+            let left = leave_cpu_for_now(cpu).unwrap();
+            let now = allowed().unwrap();
+            assert!(!now.contains(&cpu), "off {cpu} meanwhile: {now:?}");
+            assert_eq!(now, left.others);
+            // A thread started meanwhile inherits the smaller set.
+            let inherited = std::thread::spawn(allowed).join().unwrap().unwrap();
+            assert!(!inherited.contains(&cpu));
+        }
+        assert_eq!(allowed().unwrap(), before, "every CPU again once dropped");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use sitegrid_loadtest::report::{
     goals::{goals, Verdict},
     machine::Machine,
     markdown,
-    model::{ChurnRow, ListRow, Lost, Memory, Percentiles, Report, RssSeries, Target},
+    model::{ChurnRow, ListRow, Lost, Memory, OneCore, Percentiles, Report, RssSeries, Target},
     probe::{Probe, ProbeConfig, WatcherResult},
     scenarios::SLICES,
 };
@@ -121,6 +121,11 @@ async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
         command: "test".into(),
         churn_cluster: Scale::Tiny.describe(2),
         cold: Vec::new(),
+        one_core: Some(OneCore {
+            cpu: 1,
+            others: vec![0],
+            row: rows[1].clone(),
+        }),
         churn: rows,
         profile: None,
         memory: Some(Memory {
@@ -183,6 +188,10 @@ async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
     for g in &table {
         assert!(md.contains(g.goal), "{} in the Markdown", g.goal);
     }
+    assert!(
+        md.contains("with a fresh proxy on CPU 1 alone"),
+        "the one-core run described"
+    );
     assert!(
         md.contains(&format!("]({})", names.0)),
         "latency chart linked"

@@ -256,6 +256,7 @@ async fn run(args: Args) -> Result<()> {
         ),
         cold: Vec::new(),
         churn: Vec::new(),
+        one_core: None,
         memory: None,
         lists: Vec::new(),
         bursts: Vec::new(),
@@ -289,9 +290,13 @@ async fn run(args: Args) -> Result<()> {
             )
             .await
             {
-                Ok((rows, profiled)) => {
-                    report.churn = rows;
-                    match profiled.map(|p| summarize_profile(&args.out_dir, &stem, p)) {
+                Ok(out) => {
+                    report.churn = out.rows;
+                    report.one_core = out.one_core;
+                    match out
+                        .profile
+                        .map(|p| summarize_profile(&args.out_dir, &stem, p))
+                    {
                         Some(Ok(summary)) => report.profile = Some(summary),
                         Some(Err(e)) => failures.push(failed("the proxy's CPU profile", e)),
                         None => {}

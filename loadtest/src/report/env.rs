@@ -212,16 +212,22 @@ impl ProxyProcess {
         label: &str,
         extra: &[&str],
     ) -> Result<ProxyProcess> {
+        Self::spawn_on(env, upstream, label, extra, env.proxy_cpu)
+    }
+
+    /// [`ProxyProcess::spawn_with`] on `cpu` alone (`None`: wherever the
+    /// scheduler puts it) rather than the run's placement.
+    pub fn spawn_on(
+        env: &Env,
+        upstream: SocketAddr,
+        label: &str,
+        extra: &[&str],
+        cpu: Option<usize>,
+    ) -> Result<ProxyProcess> {
         let mut flags = env.proxy_flags.clone();
         flags.extend(extra.iter().map(|f| (*f).to_owned()));
-        let child = ProxyChild::spawn(
-            &env.proxy_bin,
-            upstream,
-            Some(PROXY_NODE),
-            &flags,
-            env.proxy_cpu,
-        )
-        .map_err(|e| anyhow!(e))?;
+        let child = ProxyChild::spawn(&env.proxy_bin, upstream, Some(PROXY_NODE), &flags, cpu)
+            .map_err(|e| anyhow!(e))?;
         let (pid, addr) = (child.pid(), child.addr);
         let series = {
             let mut all = env.rss.lock();

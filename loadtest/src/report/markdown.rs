@@ -112,6 +112,28 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
             );
         }
         let _ = writeln!(o, "\nThe proxy's CPU in a direct row is what following the upstream costs it with no watcher of its own.\n");
+        if let Some(one) = &r.one_core {
+            let c = &one.row;
+            let _ = writeln!(
+                o,
+                "**On one core.** The rows above share this host's CPUs between the proxy and its load. \
+                 One more run at {} changes/s with a fresh proxy on CPU {} alone, and the load generator, \
+                 the in-memory API server and the watchers on CPU{} {}: {} changes, {} events, {:.0} ms of \
+                 proxy CPU, **{:.0} changes per CPU-second**; p50 {}, p99 {}; {} lost. The goal of changes \
+                 per CPU-second on one core is judged from this run.\n",
+                c.rate,
+                one.cpu,
+                if one.others.len() > 1 { "s" } else { "" },
+                one.others.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+                c.changes,
+                c.events,
+                c.proxy_cpu_ms,
+                c.changes_per_core_second(),
+                ms(c.latency.p50),
+                ms(c.latency.p99),
+                lost(&c.lost)
+            );
+        }
         for c in r
             .churn
             .iter()
@@ -136,7 +158,7 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
         let _ = writeln!(o, "![proxy RSS over the run]({rss})\n");
     }
     if let Some(p) = &r.profile {
-        profile_section(&mut o, p);
+        profile_section(&mut o, p, r.one_core.as_ref().map(|one| one.cpu));
     }
     if let Some(mem) = &r.memory {
         let _ = writeln!(o, "## Memory (VmRSS)\n\n| state | RSS |\n|---|---|");
@@ -281,12 +303,13 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
 }
 
 /// Where the proxy's CPU went at the highest churn rate.
-fn profile_section(o: &mut String, p: &super::profile::ProfileSummary) {
+fn profile_section(o: &mut String, p: &super::profile::ProfileSummary, cpu: Option<usize>) {
     let _ = writeln!(
         o,
-        "## Where the proxy's CPU goes at {}/s\n\nIts `/debug/pprof/profile` over {} s of one more run at that rate after the measured ones (the profiler's own CPU and memory are in no row above): {} samples ({:.2} CPU-seconds).",
+        "## Where the proxy's CPU goes at {}/s\n\nIts `/debug/pprof/profile` over {} s of one more run at that rate after the measured ones{} (the profiler's own CPU and memory are in no row above): {} samples ({:.2} CPU-seconds).",
         p.rate,
         p.seconds,
+        cpu.map_or(String::new(), |c| format!(", on the proxy on CPU {c} alone")),
         p.samples,
         p.samples as f64 / 100.0
     );

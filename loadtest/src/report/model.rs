@@ -173,6 +173,19 @@ impl ChurnRow {
     }
 }
 
+/// A churn run with the proxy on one CPU alone and the load generator, the
+/// in-memory API server and the watchers on the others: what the proxy costs
+/// on one core, not shared with its load.
+#[derive(Debug, Clone)]
+pub struct OneCore {
+    /// The proxy's CPU.
+    pub cpu: usize,
+    /// The load's CPUs.
+    pub others: Vec<usize>,
+    /// The run.
+    pub row: ChurnRow,
+}
+
 /// The memory figures.
 #[derive(Debug, Clone, Default)]
 pub struct Memory {
@@ -306,6 +319,9 @@ pub struct Report {
     pub cold: Vec<ColdRow>,
     /// Steady churn.
     pub churn: Vec<ChurnRow>,
+    /// One more churn run at the highest rate with a fresh proxy on a CPU
+    /// of its own, when the rows of `churn` shared the CPUs with their load.
+    pub one_core: Option<OneCore>,
     /// The proxy's CPU profile at the highest churn rate.
     pub profile: Option<super::profile::ProfileSummary>,
     /// Memory.

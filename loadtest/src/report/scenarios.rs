@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::{
     churn::Churner,
     env::{peak_rss_kib, Env, ProxyProcess, Scale, Upstream},
-    model::{ChurnRow, ColdRow, ListRow, Lost, Memory, Percentiles, Target},
+    model::{ChurnRow, ColdRow, ListRow, Lost, Memory, OneCore, Percentiles, Target},
     probe::{histogram, Probe, ProbeConfig, WatcherResult},
 };
 use crate::{client, cpu_ms, rss_kib};
@@ -87,29 +87,47 @@ pub async fn cold_start(env: &Env, scale: Scale, clients: &[usize]) -> Result<Ve
     Ok(rows)
 }
 
+/// What [`churn`] measured.
+#[derive(Debug, Default)]
+pub struct ChurnOutcome {
+    /// Each rate, direct and through the proxy.
+    pub rows: Vec<ChurnRow>,
+    /// The highest rate once more with the proxy on a CPU of its own, when
+    /// the run's proxies share the CPUs with their load.
+    pub one_core: Option<OneCore>,
+    /// The proxy's CPU profile at the highest rate.
+    pub profile: Option<Profiled>,
+}
+
 /// Steady churn: for each rate, `watchers` watchers on the upstream, then on
-/// the proxy, each for `duration` of changes at that rate; then the proxy's
-/// CPU profile over one more run at the highest rate.
+/// the proxy, each for `duration` of changes at that rate. Then, when the
+/// proxies are not pinned already ([`Env::proxy_cpu`]) and there are two
+/// CPUs, the highest rate once more with a fresh proxy on one CPU alone and
+/// everything else on the others, which is what the goal of changes per
+/// CPU-second on one core is judged from. Last, the proxy's CPU profile over
+/// one more run at the highest rate, on the proxy that goal is judged from.
 pub async fn churn(
     env: &Env,
     scale: Scale,
     rates: &[f64],
     watchers: usize,
     duration: Duration,
-) -> Result<(Vec<ChurnRow>, Option<Profiled>)> {
+) -> Result<ChurnOutcome> {
     let up = Upstream::start(&scale.size(env.nodes_per_site)).await?;
-    let proxy = ProxyProcess::spawn(env, up.addr(), "steady churn")?;
+    let mut proxy = ProxyProcess::spawn(env, up.addr(), "steady churn")?;
     proxy.wait_served().await?;
     let mut churner = Churner::new(&up.api)?;
-    let mut rows = Vec::new();
-    let highest = rates.iter().copied().fold(f64::MIN, f64::max);
+    let mut out = ChurnOutcome::default();
+    let Some(highest) = rates.iter().copied().reduce(f64::max) else {
+        return Ok(out);
+    };
     for &rate in rates {
         for target in [Target::Direct, Target::Proxy] {
             let addr = match target {
                 Target::Direct => up.addr(),
                 Target::Proxy => proxy.addr,
             };
-            rows.push(
+            out.rows.push(
                 churn_phase(
                     env,
                     &mut churner,
@@ -125,15 +143,21 @@ pub async fn churn(
             );
         }
     }
-    // The proxy's CPU profile at the highest rate, where its CPU per change
-    // is judged, in a run of its own after the measured ones: sampling, and
-    // symbolising the samples with the binary's debug info, cost CPU and
-    // memory the rows above must not include.
-    let mut profile = None;
-    if !rates.is_empty() {
-        let seconds = duration.as_secs().max(1);
-        let task = tokio::spawn(super::profile::fetch(proxy.addr, seconds));
-        churn_phase(
+    let spare = match env.proxy_cpu {
+        Some(_) => None,
+        None => crate::affinity::spare_cpu()?,
+    };
+    // Kept until the profile is taken: the profiled proxy runs alone too.
+    let mut left = None;
+    if let Some(cpu) = spare {
+        // The unpinned proxy would follow the upstream meanwhile, on the
+        // load's CPUs.
+        drop(proxy);
+        let guard = crate::affinity::leave_cpu_for_now(cpu)
+            .with_context(|| format!("moving the load off CPU {cpu}"))?;
+        proxy = ProxyProcess::spawn_on(env, up.addr(), "steady churn, one core", &[], Some(cpu))?;
+        proxy.wait_served().await?;
+        let row = churn_phase(
             env,
             &mut churner,
             &proxy,
@@ -144,27 +168,53 @@ pub async fn churn(
             duration,
         )
         .await
-        .with_context(|| format!("churn at {highest}/s for the CPU profile"))?;
-        profile = match task.await {
-            Ok(Ok(raw)) => Some(Profiled {
-                rate: highest,
-                seconds,
-                raw,
-            }),
-            Ok(Err(e)) => {
-                env.progress
-                    .done(&format!("the proxy's CPU profile: {e:#}"));
-                None
-            }
-            Err(e) => {
-                env.progress.done(&format!("the proxy's CPU profile: {e}"));
-                None
-            }
-        };
+        .with_context(|| format!("churn at {highest}/s, the proxy on CPU {cpu} alone"))?;
+        out.one_core = Some(OneCore {
+            cpu,
+            others: guard.others.clone(),
+            row,
+        });
+        left = Some(guard);
     }
-    env.progress
-        .done(&format!("steady churn: {} runs done", rows.len()));
-    Ok((rows, profile))
+    // In a run of its own after the measured ones: sampling, and
+    // symbolising the samples with the binary's debug info, cost CPU and
+    // memory the rows above must not include.
+    let seconds = duration.as_secs().max(1);
+    let task = tokio::spawn(super::profile::fetch(proxy.addr, seconds));
+    churn_phase(
+        env,
+        &mut churner,
+        &proxy,
+        proxy.addr,
+        Target::Proxy,
+        highest,
+        watchers,
+        duration,
+    )
+    .await
+    .with_context(|| format!("churn at {highest}/s for the CPU profile"))?;
+    drop(left);
+    out.profile = match task.await {
+        Ok(Ok(raw)) => Some(Profiled {
+            rate: highest,
+            seconds,
+            raw,
+        }),
+        Ok(Err(e)) => {
+            env.progress
+                .done(&format!("the proxy's CPU profile: {e:#}"));
+            None
+        }
+        Err(e) => {
+            env.progress.done(&format!("the proxy's CPU profile: {e}"));
+            None
+        }
+    };
+    env.progress.done(&format!(
+        "steady churn: {} runs done",
+        out.rows.len() + usize::from(out.one_core.is_some())
+    ));
+    Ok(out)
 }
 
 /// The proxy's CPU profile as it answered (gzip'd pprof protobuf).
