@@ -189,7 +189,7 @@ async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
         assert!(md.contains(g.goal), "{} in the Markdown", g.goal);
     }
     assert!(
-        md.contains("with a fresh proxy on CPU 1 alone"),
+        md.contains("with a proxy of its own on CPU 1 alone"),
         "the one-core run described"
     );
     assert!(

@@ -117,8 +117,9 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
             let _ = writeln!(
                 o,
                 "**On one core.** The rows above share this host's CPUs between the proxy and its load. \
-                 One more run at {} changes/s with a fresh proxy on CPU {} alone, and the load generator, \
-                 the in-memory API server and the watchers on CPU{} {}: {} changes, {} events, {:.0} ms of \
+                 One more run at {} changes/s with a proxy of its own on CPU {} alone (warmed first by \
+                 following one run at that rate, as the proxy of the rows above was by the direct row's), \
+                 and the load generator, the in-memory API server and the watchers on CPU{} {}: {} changes, {} events, {:.0} ms of \
                  proxy CPU, **{:.0} changes per CPU-second**; p50 {}, p99 {}; {} lost. The goal of changes \
                  per CPU-second on one core is judged from this run.\n",
                 c.rate,
