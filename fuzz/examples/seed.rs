@@ -6,11 +6,11 @@
 //!
 //! `cargo run -p sitegrid-fuzz --example seed` (from the workspace root).
 
-use std::{borrow::Cow, fs, path::Path};
+use std::{fs, path::Path};
 
 use serde_json::{json, Value};
 use sitegrid_certs::{KeyMaterial, Pki};
-use sitegrid_proxy::cache::persist::{KindSnapshot, LoggedEvent, Snapshot};
+use sitegrid_proxy::cache::persist::{KindSnapshot, LoggedEvent, Snapshot, Text};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
@@ -97,7 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(Value::to_string)
             .collect()
     };
-    let services: Vec<Cow<str>> = bodies('s').into_iter().map(Cow::Owned).collect();
+    let services: Vec<String> = bodies('s');
     let snapshot = Snapshot {
         node: "bj-1".into(),
         written_ms: 1_795_000_000_000,
@@ -111,16 +111,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 log: vec![LoggedEvent {
                     rv: 50,
                     event_type: "ADDED".into(),
-                    object: services[0].clone(),
+                    object: services[0].clone().into(),
                     prev: None,
                 }],
-                objects: services,
+                objects: services.into_iter().map(Text::from).collect(),
             },
             KindSnapshot {
                 resource: "nodes".into(),
                 compacted_rv: 0,
                 last_rv: 100,
-                objects: bodies('n').into_iter().map(Cow::Owned).collect(),
+                objects: bodies('n').into_iter().map(Text::from).collect(),
                 log: Vec::new(),
             },
         ],

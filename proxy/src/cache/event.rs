@@ -65,7 +65,7 @@ impl Event {
                 json::watch_frame(event_type, served, self.object.body(served.version, native))
             }
             Wire::Protobuf => {
-                proto::watch_frame(event_type, served, self.object.message(served, native)?)
+                proto::watch_frame(event_type, served, &self.object.message(served, native)?)
             }
         };
         Ok(slot.get_or_init(|| frame).clone())

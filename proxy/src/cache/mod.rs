@@ -246,11 +246,11 @@ impl Cache {
     }
 
     /// `view`'s protobuf message as `served` asks for it, encoded once and shared.
-    pub fn message<'v>(
+    pub fn message(
         &self,
-        view: &'v View,
+        view: &View,
         served: Served,
-    ) -> Result<&'v bytes::Bytes, sitegrid_apimachinery::protobuf::EncodeError> {
+    ) -> Result<bytes::Bytes, sitegrid_apimachinery::protobuf::EncodeError> {
         view.message(served, self.native(served.kind))
     }
 

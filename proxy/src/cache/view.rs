@@ -7,8 +7,12 @@ use serde_json::{Map, Value};
 use sitegrid_apimachinery::protobuf::{self, EncodeError};
 
 use super::{
-    encode::{encode_body, Encoded},
-    kind::{ApiVersion, Served},
+    encode::{
+        encode_body,
+        packed::{Packed, Shelf},
+        Encoded, Wire,
+    },
+    kind::{ApiVersion, ResourceKind, Served},
 };
 use crate::upstream::object_key;
 
@@ -34,13 +38,14 @@ pub struct View {
     body: Encoded,
     /// The body in the other EndpointSlice version, converted on first use.
     other: OnceLock<Box<Encoded>>,
-    /// The protobuf message per served API version, encoded on first use.
-    protobuf: [OnceLock<Bytes>; 2],
+    /// The protobuf message per served API version, encoded on first use
+    /// (kept compressed, like the body).
+    protobuf: [OnceLock<Packed>; 2],
 }
 
 impl View {
-    /// Encodes `obj` (a full object as JSON) at resourceVersion `rv`.
-    pub fn new(obj: &Map<String, Value>, rv: u64) -> View {
+    /// Encodes `obj` (a full object of `kind` as JSON) at resourceVersion `rv`.
+    pub fn new(kind: ResourceKind, obj: &Map<String, Value>, rv: u64) -> View {
         let meta = obj.get("metadata");
         let text = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str);
         let namespace = text("namespace").filter(|s| !s.is_empty());
@@ -59,7 +64,7 @@ impl View {
             labels,
             unschedulable,
             rv,
-            body: encode_body(obj, rv),
+            body: encode_body(kind, obj, rv),
             other: OnceLock::new(),
             protobuf: Default::default(),
         }
@@ -111,7 +116,7 @@ impl View {
             let mut value = self.body.to_value();
             version.convert_slice(&mut value);
             Box::new(match value {
-                Value::Object(map) => encode_body(&map, self.rv),
+                Value::Object(map) => encode_body(ResourceKind::EndpointSlices, &map, self.rv),
                 _ => self.body.clone(),
             })
         })
@@ -119,19 +124,20 @@ impl View {
 
     /// The protobuf message of this state as `served` (its JSON body in
     /// `native`'s terms converted once, then shared by every client).
-    pub fn message(&self, served: Served, native: ApiVersion) -> Result<&Bytes, EncodeError> {
+    pub fn message(&self, served: Served, native: ApiVersion) -> Result<Bytes, EncodeError> {
         let slot = &self.protobuf[served.version.index()];
-        if let Some(bytes) = slot.get() {
-            return Ok(bytes);
+        if let Some(packed) = slot.get() {
+            return Ok(packed.unpack());
         }
         let body = self.body(served.version, native).bytes();
-        let encoded = Bytes::from(protobuf::message(served.message(), body)?);
+        let encoded = protobuf::message(served.message(), &body)?;
         // A racing encoder may have won: both encodings are equal.
-        Ok(slot.get_or_init(|| encoded))
+        slot.get_or_init(|| Packed::pack(Shelf::of(served.kind, Wire::Protobuf), &encoded));
+        Ok(Bytes::from(encoded))
     }
 
     /// Its JSON body in the native version, with its resourceVersion.
-    pub fn native_body(&self) -> &Bytes {
+    pub fn native_body(&self) -> Bytes {
         self.body.bytes()
     }
 
@@ -142,7 +148,7 @@ impl View {
 
     /// The size of its JSON body in the native version.
     pub fn body_len(&self) -> usize {
-        self.body.bytes().len()
+        self.body.len()
     }
 
     /// A field for field selectors, as kube-apiserver exposes it.
@@ -229,7 +235,7 @@ mod tests {
 
     #[test]
     fn name_and_namespace_come_from_the_key() {
-        let obj = |v: Value| View::new(v.as_object().unwrap(), 1);
+        let obj = |v: Value| View::new(ResourceKind::Services, v.as_object().unwrap(), 1);
         let namespaced = obj(json!({"metadata": {"name": "web", "namespace": "default"}}));
         assert_eq!(
             (namespaced.key(), namespaced.name(), namespaced.namespace()),

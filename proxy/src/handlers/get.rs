@@ -33,7 +33,7 @@ pub fn get(cache: &Cache, req: &CachedRequest, name: &str) -> Result<Bytes, Stat
             let message = cache
                 .message(&view, served)
                 .map_err(|e| Status::internal_error(e.to_string()))?;
-            proto::object(served, message)
+            proto::object(served, &message)
         }
         Format::Metadata { list: true } => return Err(metadata::not_a_list(kind)),
         Format::Metadata { list: false } => {

@@ -2,7 +2,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use serde_json::{json, Map, Value};
 use sitegrid_apimachinery::{
     continue_token::{next_start, ContinueToken},
@@ -167,10 +167,17 @@ pub fn render(cache: &Cache, req: &CachedRequest, page: &Page) -> Result<Framed,
     let served = req.served;
     Ok(match req.format {
         Format::Json => {
+            // The bodies unpacked into one buffer, each item a share of it.
+            let mut buf = BytesMut::with_capacity(
+                page.items.iter().map(|v| cache.body(v, served).len()).sum(),
+            );
             let items = page
                 .items
                 .iter()
-                .map(|v| cache.body(v, served).bytes().clone())
+                .map(|v| {
+                    cache.body(v, served).write_into(&mut buf);
+                    buf.split().freeze()
+                })
                 .collect();
             let (head, tail) = json_wire::list_frame(served, &page.meta.to_json());
             Framed::new(head, items, tail, Join::Comma)
@@ -179,7 +186,7 @@ pub fn render(cache: &Cache, req: &CachedRequest, page: &Page) -> Result<Framed,
             let items = page
                 .items
                 .iter()
-                .map(|v| cache.message(v, served).cloned())
+                .map(|v| cache.message(v, served))
                 .collect::<Result<Vec<Bytes>, _>>()
                 .map_err(|e| Status::internal_error(e.to_string()))?;
             let frame = protobuf::ListFrame::new(

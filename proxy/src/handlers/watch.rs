@@ -327,7 +327,7 @@ impl Watcher {
                 self.cache.body(view, served),
             )),
             Format::Protobuf => match self.cache.message(view, served) {
-                Ok(message) => Ok(proto::watch_frame(event_type.as_str(), served, message)),
+                Ok(message) => Ok(proto::watch_frame(event_type.as_str(), served, &message)),
                 Err(e) => {
                     self.fail(&Status::internal_error(e.to_string())).await?;
                     Err(Gone)

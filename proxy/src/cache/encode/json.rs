@@ -1,72 +1,112 @@
 //! JSON, encoded once into shareable bytes.
 //!
 //! A stored body is the object's compact JSON *without* `kind`/`apiVersion`
-//! (the form list items take). The full object, the watch frame and the list
-//! are built from it by concatenation, so one encoding serves every client.
-//! The body remembers where its `metadata.resourceVersion` value sits, so a
-//! DELETED event can carry the deletion's version by splicing, not re-encoding.
+//! (the form list items take), kept compressed ([`Packed`]). The full
+//! object, the watch frame and the list are built from it by concatenation,
+//! so one encoding serves every client. The body remembers where its
+//! `metadata.resourceVersion` value sits, so a DELETED event can carry the
+//! deletion's version by splicing, not re-encoding.
 
 use std::ops::Range;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
 
-use crate::cache::kind::Served;
+use super::{
+    packed::{Packed, Shelf},
+    Wire,
+};
+use crate::cache::kind::{ResourceKind, Served};
 
 /// A body plus the byte range of its resourceVersion digits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoded {
-    bytes: Bytes,
-    rv_at: Range<usize>,
+    packed: Packed,
+    rv_at: Range<u32>,
 }
 
 impl Encoded {
+    /// `body` (compact JSON with its resourceVersion digits at `rv_at`),
+    /// kept compressed against `kind`'s other bodies.
+    fn new(packed: Packed, rv_at: Range<usize>) -> Encoded {
+        // Bodies are far below 4 GiB: the API server refuses objects over
+        // about 1.5 MiB, and the proxy's --max-body-bytes caps what it reads.
+        let at = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+        Encoded {
+            packed,
+            rv_at: at(rv_at.start)..at(rv_at.end),
+        }
+    }
+
     /// The compact JSON body (`{"metadata":{...},...}`), without kind/apiVersion.
-    pub fn bytes(&self) -> &Bytes {
-        &self.bytes
+    pub fn bytes(&self) -> Bytes {
+        self.packed.unpack()
+    }
+
+    /// Appends the body to `out`.
+    pub fn write_into(&self, out: &mut BytesMut) {
+        self.packed.unpack_into(out);
+    }
+
+    /// The body's length, bytes.
+    pub fn len(&self) -> usize {
+        self.packed.len()
+    }
+
+    /// Whether the body is empty (never, for a body [`encode_body`] made).
+    pub fn is_empty(&self) -> bool {
+        self.packed.is_empty()
     }
 
     /// The same body carrying another resourceVersion.
     pub fn with_rv(&self, rv: u64) -> Encoded {
+        let bytes = self.bytes();
+        let (start, end) = (self.rv_at.start as usize, self.rv_at.end as usize);
         let digits = rv.to_string();
-        let mut out = BytesMut::with_capacity(self.bytes.len() + digits.len());
-        out.put_slice(&self.bytes[..self.rv_at.start]);
-        out.put_slice(digits.as_bytes());
-        out.put_slice(&self.bytes[self.rv_at.end..]);
-        Encoded {
-            rv_at: self.rv_at.start..self.rv_at.start + digits.len(),
-            bytes: out.freeze(),
-        }
+        let mut out = Vec::with_capacity(bytes.len() + digits.len());
+        out.extend_from_slice(&bytes[..start]);
+        out.extend_from_slice(digits.as_bytes());
+        out.extend_from_slice(&bytes[end..]);
+        Encoded::new(self.packed.repack(&out), start..start + digits.len())
     }
 
     /// Whether two bodies are equal apart from their resourceVersions.
     pub fn same_content(&self, other: &Encoded) -> bool {
-        self.bytes[..self.rv_at.start] == other.bytes[..other.rv_at.start]
-            && self.bytes[self.rv_at.end..] == other.bytes[other.rv_at.end..]
+        let (a, b) = (self.bytes(), other.bytes());
+        let (ra, rb) = (&self.rv_at, &other.rv_at);
+        a[..ra.start as usize] == b[..rb.start as usize]
+            && a[ra.end as usize..] == b[rb.end as usize..]
     }
 
     /// Parses the body back into a JSON object (for tables, conversion, Exact reads).
     pub fn to_value(&self) -> Value {
-        serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
+        serde_json::from_slice(&self.bytes()).unwrap_or(Value::Null)
     }
 
     /// The full object: `{"kind":..,"apiVersion":..,` + body without its `{`.
     pub fn write_full(&self, served: Served, out: &mut BytesMut) {
         out.put_slice(served.object_prefix().as_bytes());
-        out.put_slice(&self.bytes[1..]);
+        let brace = out.len();
+        self.write_into(out);
+        // The body's own `{` gives way to the prefix's (which ends in `,`).
+        if out.len() > brace {
+            out.copy_within(brace + 1.., brace);
+            out.truncate(out.len() - 1);
+        }
     }
 
     /// The full object as its own buffer.
     pub fn full(&self, served: Served) -> Bytes {
-        let mut out = BytesMut::with_capacity(self.bytes.len() + 64);
+        let mut out = BytesMut::with_capacity(self.len() + 64);
         self.write_full(served, &mut out);
         out.freeze()
     }
 }
 
-/// Encodes `obj` as a stored body with `metadata.resourceVersion = rv`, dropping
-/// `kind` and `apiVersion` and keeping every other key in its original order.
-pub fn encode_body(obj: &Map<String, Value>, rv: u64) -> Encoded {
+/// Encodes `obj`, an object of `kind`, as a stored body with
+/// `metadata.resourceVersion = rv`, dropping `kind` and `apiVersion` and
+/// keeping every other key in its original order.
+pub fn encode_body(kind: ResourceKind, obj: &Map<String, Value>, rv: u64) -> Encoded {
     let mut out = Vec::with_capacity(1024);
     let mut rv_at = 0..0;
     out.push(b'{');
@@ -93,12 +133,7 @@ pub fn encode_body(obj: &Map<String, Value>, rv: u64) -> Encoded {
         rv_at = write_metadata(&mut out, &Map::new(), rv);
     }
     out.push(b'}');
-    // Stored for the object's lifetime: give back the growth slack.
-    out.shrink_to_fit();
-    Encoded {
-        bytes: Bytes::from(out),
-        rv_at,
-    }
+    Encoded::new(Packed::pack(Shelf::of(kind, Wire::Json), &out), rv_at)
 }
 
 fn write_metadata(out: &mut Vec<u8>, meta: &Map<String, Value>, rv: u64) -> Range<usize> {
@@ -165,7 +200,7 @@ pub fn list_frame(served: Served, list_meta: &Value) -> (Bytes, Bytes) {
 
 /// One watch frame: `{"type":"<TYPE>","object":<full object>}\n`.
 pub fn watch_frame(event_type: &str, served: Served, body: &Encoded) -> Bytes {
-    let mut out = BytesMut::with_capacity(body.bytes.len() + 96);
+    let mut out = BytesMut::with_capacity(body.len() + 96);
     out.put_slice(b"{\"type\":\"");
     out.put_slice(event_type.as_bytes());
     out.put_slice(b"\",\"object\":");
@@ -203,13 +238,13 @@ mod tests {
         let o = obj(json!({"kind":"Endpoints","apiVersion":"v1",
             "metadata":{"name":"web","namespace":"default","resourceVersion":"347","labels":{"a":"b"}},
             "subsets":[{"addresses":[{"ip":"10.0.0.1","targetRef":{"resourceVersion":"9"}}]}]}));
-        let e = encode_body(&o, 1_000_123);
+        let e = encode_body(ResourceKind::Endpoints, &o, 1_000_123);
         assert_eq!(
-            std::str::from_utf8(e.bytes()).unwrap(),
+            std::str::from_utf8(&e.bytes()).unwrap(),
             r#"{"metadata":{"name":"web","namespace":"default","resourceVersion":"1000123","labels":{"a":"b"}},"subsets":[{"addresses":[{"ip":"10.0.0.1","targetRef":{"resourceVersion":"9"}}]}]}"#
         );
         let d = e.with_rv(7);
-        assert!(std::str::from_utf8(d.bytes())
+        assert!(std::str::from_utf8(&d.bytes())
             .unwrap()
             .contains(r#""resourceVersion":"7","labels""#));
         assert!(d.same_content(&e));
@@ -218,7 +253,11 @@ mod tests {
 
     #[test]
     fn full_object_and_frame_carry_kind_first() {
-        let e = encode_body(&obj(json!({"metadata":{"name":"n1"}})), 5);
+        let e = encode_body(
+            ResourceKind::Nodes,
+            &obj(json!({"metadata":{"name":"n1"}})),
+            5,
+        );
         let served = Served {
             kind: ResourceKind::Nodes,
             version: ApiVersion::V1,
@@ -231,7 +270,11 @@ mod tests {
 
     #[test]
     fn list_matches_apiserver_shape() {
-        let a = encode_body(&obj(json!({"metadata":{"name":"a"}})), 1);
+        let a = encode_body(
+            ResourceKind::EndpointSlices,
+            &obj(json!({"metadata":{"name":"a"}})),
+            1,
+        );
         let served = Served {
             kind: ResourceKind::EndpointSlices,
             version: ApiVersion::V1beta1,
@@ -239,7 +282,7 @@ mod tests {
         let (head, tail) = list_frame(served, &json!({"resourceVersion":"9"}));
         let body = crate::http::Framed::new(
             head,
-            vec![a.bytes().clone()],
+            vec![a.bytes()],
             tail,
             crate::http::framed::Join::Comma,
         )

@@ -3,6 +3,7 @@
 //! ([`proto`]). Tables are built per request from the JSON.
 
 pub mod json;
+pub mod packed;
 pub mod proto;
 
 pub use json::{encode_body, Encoded};

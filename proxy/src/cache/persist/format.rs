@@ -29,6 +29,8 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
+use crate::cache::View;
+
 /// The file's first bytes.
 const MAGIC: &[u8; 8] = b"SGPXSNAP";
 /// The format this proxy writes; a file in another than this or
@@ -71,7 +73,7 @@ pub struct KindSnapshot<'a> {
     /// The newest version of this resource.
     pub last_rv: u64,
     /// The served objects: their JSON bodies, each with its resourceVersion.
-    pub objects: Vec<Cow<'a, str>>,
+    pub objects: Vec<Text<'a>>,
     /// The newest logged events, oldest first, for watches resumed after a restart.
     pub log: Vec<LoggedEvent<'a>>,
 }
@@ -84,10 +86,65 @@ pub struct LoggedEvent<'a> {
     /// `ADDED`, `MODIFIED` or `DELETED`.
     pub event_type: Cow<'a, str>,
     /// The object's JSON body at this event.
-    pub object: Cow<'a, str>,
+    pub object: Text<'a>,
     /// The state before, when no earlier logged event of the same object
     /// carries it (None for ADDED, and when an earlier event does).
-    pub prev: Option<Cow<'a, str>>,
+    pub prev: Option<Text<'a>>,
+}
+
+/// An object's JSON text in a snapshot. When written, a cached view's body,
+/// which the cache keeps compressed: unpacked one at a time as it is
+/// serialized, so the snapshot never holds every body at once. When read
+/// back, the text.
+#[derive(Debug)]
+pub enum Text<'a> {
+    /// The text itself.
+    Plain(Cow<'a, str>),
+    /// A view's body in the version the cache stores.
+    Body(&'a View),
+}
+
+impl Text<'_> {
+    /// The text.
+    pub fn as_str(&self) -> Cow<'_, str> {
+        match self {
+            Text::Plain(t) => Cow::Borrowed(t),
+            // Bodies are JSON the proxy encoded, hence UTF-8.
+            Text::Body(v) => Cow::Owned(String::from_utf8_lossy(&v.native_body()).into_owned()),
+        }
+    }
+}
+
+impl<'a> From<&'a str> for Text<'a> {
+    fn from(t: &'a str) -> Text<'a> {
+        Text::Plain(Cow::Borrowed(t))
+    }
+}
+
+impl From<String> for Text<'_> {
+    fn from(t: String) -> Self {
+        Text::Plain(Cow::Owned(t))
+    }
+}
+
+impl PartialEq for Text<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Text<'_> {}
+
+impl Serialize for Text<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Text<'_> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Text::from)
+    }
 }
 
 /// Why a snapshot file is not used.

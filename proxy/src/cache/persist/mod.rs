@@ -33,7 +33,6 @@
 mod format;
 
 use std::{
-    borrow::Cow,
     collections::HashMap,
     path::{Path, PathBuf},
     sync::{
@@ -47,7 +46,7 @@ use serde_json::{Map, Value};
 use sitegrid_runtime::fs::AtomicFile;
 use tracing::{debug, info, warn};
 
-pub use format::{FormatError, KindSnapshot, LoggedEvent, Snapshot};
+pub use format::{FormatError, KindSnapshot, LoggedEvent, Snapshot, Text};
 
 use super::{
     kind::{ApiVersion, PerKind, ResourceKind},
@@ -192,7 +191,7 @@ impl Restored {
             if k.last_rv > snapshot.clock || k.compacted_rv > k.last_rv {
                 return Err(format!("{}: versions beyond the clock", k.resource));
             }
-            kinds[kind] = Some(RestoredKind::decode(k)?);
+            kinds[kind] = Some(RestoredKind::decode(kind, k)?);
         }
         let written = UNIX_EPOCH
             .checked_add(Duration::from_millis(snapshot.written_ms))
@@ -207,11 +206,11 @@ impl Restored {
 }
 
 impl RestoredKind {
-    fn decode(k: KindSnapshot) -> Result<RestoredKind, String> {
+    fn decode(kind: ResourceKind, k: KindSnapshot) -> Result<RestoredKind, String> {
         let what = &k.resource;
         let mut objects = Vec::with_capacity(k.objects.len());
         for body in &k.objects {
-            let view = view_of(body).map_err(|e| format!("{what}: {e}"))?;
+            let view = view_of(kind, &body.as_str()).map_err(|e| format!("{what}: {e}"))?;
             if view.rv > k.last_rv {
                 return Err(format!("{what}: {} is newer than the resource", view.key()));
             }
@@ -225,7 +224,9 @@ impl RestoredKind {
                 return Err(format!("{what}: logged versions out of order"));
             }
             after = e.rv;
-            let object = Arc::new(view_of(&e.object).map_err(|err| format!("{what}: {err}"))?);
+            let object = Arc::new(
+                view_of(kind, &e.object.as_str()).map_err(|err| format!("{what}: {err}"))?,
+            );
             let event_type = match &*e.event_type {
                 "ADDED" => EventType::Added,
                 "MODIFIED" => EventType::Modified,
@@ -235,7 +236,7 @@ impl RestoredKind {
             let prev = match (&e.prev, event_type) {
                 (_, EventType::Added) => None,
                 (Some(body), _) => Some(Arc::new(
-                    view_of(body).map_err(|err| format!("{what}: {err}"))?,
+                    view_of(kind, &body.as_str()).map_err(|err| format!("{what}: {err}"))?,
                 )),
                 (None, _) => Some(
                     last.get(object.key())
@@ -255,8 +256,8 @@ impl RestoredKind {
     }
 }
 
-/// A served body back as a view, at the resourceVersion it carries.
-fn view_of(body: &str) -> Result<View, String> {
+/// A served body of `kind` back as a view, at the resourceVersion it carries.
+fn view_of(kind: ResourceKind, body: &str) -> Result<View, String> {
     let map: Map<String, Value> =
         serde_json::from_str(body).map_err(|e| format!("a body is not a JSON object: {e}"))?;
     let rv = map
@@ -265,7 +266,7 @@ fn view_of(body: &str) -> Result<View, String> {
         .and_then(Value::as_str)
         .and_then(|s| s.parse().ok())
         .ok_or("a body has no resourceVersion")?;
-    Ok(View::new(&map, rv))
+    Ok(View::new(kind, &map, rv))
 }
 
 /// What the writer captures for one snapshot: reference-counted views,
@@ -289,9 +290,9 @@ impl Capture {
 
     /// The snapshot, as it will be written: borrowing the views' bodies.
     pub fn snapshot(&self) -> Snapshot<'_> {
-        // Bodies are JSON, hence UTF-8: borrowed, never copied.
-        fn text(v: &View) -> Cow<'_, str> {
-            String::from_utf8_lossy(v.native_body())
+        // Unpacked one at a time as the snapshot is written.
+        fn text(v: &View) -> Text<'_> {
+            Text::Body(v)
         }
         let kinds = self
             .kinds
@@ -471,7 +472,7 @@ mod tests {
             resource: "services".into(),
             compacted_rv: 10,
             last_rv: 20,
-            objects: objects.into_iter().map(Cow::Owned).collect(),
+            objects: objects.into_iter().map(Text::from).collect(),
             log,
         }
     }
@@ -481,7 +482,7 @@ mod tests {
             rv,
             event_type: event_type.to_owned().into(),
             object: body("a", rv).into(),
-            prev: prev.map(Cow::Owned),
+            prev: prev.map(Text::from),
         }
     }
 

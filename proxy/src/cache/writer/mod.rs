@@ -432,7 +432,7 @@ impl Writer {
         };
         let change = match (value, current) {
             (Some(Value::Object(map)), current) => {
-                let view = View::new(&map, self.next_rv);
+                let view = View::new(kind, &map, self.next_rv);
                 let event_type = match current {
                     Some(cur) if cur.same_content(&view) => return,
                     Some(_) => EventType::Modified,

@@ -441,7 +441,7 @@ fn served(cache: &Cache, kind: ResourceKind) -> Vec<(String, u64, bytes::Bytes)>
     let (views, _) = cache.store(kind).snapshot("");
     views
         .iter()
-        .map(|v| (v.key().to_owned(), v.rv, v.native_body().clone()))
+        .map(|v| (v.key().to_owned(), v.rv, v.native_body()))
         .collect()
 }
 
@@ -482,7 +482,7 @@ fn a_restored_cache_serves_the_same_objects_versions_and_resume_log() {
         [(EventType::Modified, "default/plain-echo".to_owned())]
     );
     let prev = sub.replay[0].prev.as_ref().unwrap();
-    assert!(String::from_utf8_lossy(prev.native_body()).contains("10.0.0.81"));
+    assert!(String::from_utf8_lossy(&prev.native_body()).contains("10.0.0.81"));
     // One from before what the log covers gets 410, as before the restart.
     assert!(again
         .store(Endpoints)

@@ -1,0 +1,169 @@
+//! Cached encodings kept LZ4-compressed against a dictionary per kind and
+//! wire format.
+//!
+//! Every cached object keeps its served encoding (and the resume log keeps
+//! older ones), but each is read seldom: when a client lists, gets or starts
+//! a watch, and once per change for the watch frame every watcher shares.
+//! Objects of one kind share most of their text (keys, labels, owner
+//! references, the same ports and conditions), so each encoding is
+//! compressed against the first one of its kind and format this process
+//! made: an EndpointSlice or a Service of the synthetic clusters keeps about
+//! a quarter of its bytes, and reading one back costs about a microsecond
+//! per kilobyte (LZ4's block format with an external dictionary, `lz4_flex`).
+//!
+//! The dictionaries are process-wide and set once: which text one is only
+//! changes how well later encodings compress, never what they decode to.
+
+use std::sync::OnceLock;
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::cache::kind::ResourceKind;
+
+use super::Wire;
+
+/// LZ4's window: a dictionary longer than this is not read.
+const WINDOW: usize = 64 * 1024;
+
+/// One dictionary per kind and wire format.
+static DICTIONARIES: [OnceLock<Box<[u8]>>; 2 * ResourceKind::ALL.len()] =
+    [const { OnceLock::new() }; 2 * ResourceKind::ALL.len()];
+
+/// Which dictionary an encoding is compressed against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shelf(u8);
+
+impl Shelf {
+    /// Encodings of `kind` in `wire`.
+    pub fn of(kind: ResourceKind, wire: Wire) -> Shelf {
+        let k = ResourceKind::ALL
+            .iter()
+            .position(|x| *x == kind)
+            .unwrap_or(0);
+        Shelf((k * 2 + wire as usize) as u8)
+    }
+
+    /// Its dictionary, made from `first` if it has none yet.
+    fn dictionary(self, first: &[u8]) -> &'static [u8] {
+        DICTIONARIES[self.0 as usize]
+            .get_or_init(|| first[first.len().saturating_sub(WINDOW)..].into())
+    }
+
+    /// Its dictionary (empty before anything was packed on it).
+    fn dictionary_if_any(self) -> &'static [u8] {
+        DICTIONARIES[self.0 as usize]
+            .get()
+            .map_or(&[], |d| d.as_ref())
+    }
+}
+
+/// An encoding, compressed: its length (4 bytes, little-endian) then the
+/// LZ4 block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packed {
+    blob: Box<[u8]>,
+    shelf: Shelf,
+}
+
+impl Packed {
+    /// Compresses `raw` against `shelf`'s dictionary.
+    pub fn pack(shelf: Shelf, raw: &[u8]) -> Packed {
+        // An empty encoding is only its length: it needs no dictionary, and
+        // must not become one.
+        let dict = if raw.is_empty() {
+            &[][..]
+        } else {
+            shelf.dictionary(raw)
+        };
+        Packed {
+            blob: lz4_flex::block::compress_prepend_size_with_dict(raw, dict).into_boxed_slice(),
+            shelf,
+        }
+    }
+
+    /// Compresses `raw` against the dictionary this one was.
+    pub fn repack(&self, raw: &[u8]) -> Packed {
+        Packed::pack(self.shelf, raw)
+    }
+
+    /// The length of the encoding (not of its compressed form).
+    pub fn len(&self) -> usize {
+        lz4_flex::block::uncompressed_size(&self.blob).map_or(0, |(n, _)| n)
+    }
+
+    /// Whether the encoding is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The compressed form's size, bytes.
+    #[cfg(test)]
+    fn packed_len(&self) -> usize {
+        self.blob.len()
+    }
+
+    /// Appends the encoding to `out`.
+    pub fn unpack_into(&self, out: &mut BytesMut) {
+        let Ok((n, block)) = lz4_flex::block::uncompressed_size(&self.blob) else {
+            return;
+        };
+        let start = out.len();
+        out.put_bytes(0, n);
+        let written = lz4_flex::block::decompress_into_with_dict(
+            block,
+            &mut out[start..],
+            self.shelf.dictionary_if_any(),
+        );
+        // Only what this process compressed is unpacked, against the same
+        // dictionary: a failure would be a bug, and leaves nothing behind.
+        if !matches!(written, Ok(w) if w == n) {
+            out.truncate(start);
+        }
+    }
+
+    /// The encoding in a buffer of its own.
+    pub fn unpack(&self) -> Bytes {
+        let mut out = BytesMut::with_capacity(self.len());
+        self.unpack_into(&mut out);
+        out.freeze()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slice(i: usize) -> Vec<u8> {
+        format!(
+            r#"{{"metadata":{{"name":"svc-{i}-abcde","namespace":"default","resourceVersion":"{i}","labels":{{"kubernetes.io/service-name":"svc-{i}"}}}},"addressType":"IPv4","endpoints":[{{"addresses":["10.0.{i}.1"],"conditions":{{"ready":true}},"nodeName":"site-{i}-node-0"}}],"ports":[{{"port":80}}]}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn encodings_come_back_byte_for_byte_and_share_their_kinds_text() {
+        let shelf = Shelf::of(ResourceKind::EndpointSlices, Wire::Json);
+        let packed: Vec<Packed> = (0..200).map(|i| Packed::pack(shelf, &slice(i))).collect();
+        for (i, p) in packed.iter().enumerate() {
+            assert_eq!(p.unpack(), slice(i), "slice {i}");
+            assert_eq!(p.len(), slice(i).len());
+        }
+        // Appending keeps what the buffer held.
+        let mut out = BytesMut::from(&b"[,"[..]);
+        packed[7].unpack_into(&mut out);
+        assert_eq!(&out[..2], b"[,");
+        assert_eq!(&out[2..], &slice(7)[..]);
+        let kept: usize = packed.iter().map(Packed::packed_len).sum();
+        let raw: usize = (0..200).map(|i| slice(i).len()).sum();
+        assert!(kept * 2 < raw, "{kept} bytes kept of {raw}");
+        // Another kind's and format's shelves are their own.
+        assert_ne!(
+            shelf,
+            Shelf::of(ResourceKind::EndpointSlices, Wire::Protobuf)
+        );
+        assert_ne!(shelf, Shelf::of(ResourceKind::Services, Wire::Json));
+        let empty = Packed::pack(Shelf::of(ResourceKind::Nodes, Wire::Protobuf), b"");
+        assert!(empty.is_empty());
+        assert_eq!(empty.unpack(), Bytes::new());
+    }
+}
