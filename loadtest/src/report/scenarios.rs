@@ -122,26 +122,8 @@ pub async fn churn(
         return Ok(out);
     };
     for &rate in rates {
-        for target in [Target::Direct, Target::Proxy] {
-            let addr = match target {
-                Target::Direct => up.addr(),
-                Target::Proxy => proxy.addr,
-            };
-            out.rows.push(
-                churn_phase(
-                    env,
-                    &mut churner,
-                    &proxy,
-                    addr,
-                    target,
-                    rate,
-                    watchers,
-                    duration,
-                )
-                .await
-                .with_context(|| format!("churn at {rate}/s, {}", target.name()))?,
-            );
-        }
+        let pair = direct_then_proxy(env, &mut churner, &up, &proxy, rate, watchers, duration);
+        out.rows.extend(pair.await?);
     }
     let spare = match env.proxy_cpu {
         Some(_) => None,
@@ -157,35 +139,15 @@ pub async fn churn(
             .with_context(|| format!("moving the load off CPU {cpu}"))?;
         proxy = ProxyProcess::spawn_on(env, up.addr(), "steady churn, one core", &[], Some(cpu))?;
         proxy.wait_served().await?;
-        // Warm, as every measured proxy row is (the same rate's direct phase
-        // runs before it, the proxy following the upstream meanwhile): a
+        // Measured warm, as every proxy row above is: the same rate's direct
+        // phase runs first, the proxy following the upstream meanwhile. A
         // fresh proxy's first changes also grow its resume log to its bound
         // and its heap to its working size, which measured about 20 % more
         // CPU per change than the steady state a long-running proxy is in.
-        churn_phase(
-            env,
-            &mut churner,
-            &proxy,
-            up.addr(),
-            Target::Direct,
-            highest,
-            watchers,
-            duration,
-        )
-        .await
-        .with_context(|| format!("churn at {highest}/s, warming the proxy on CPU {cpu}"))?;
-        let row = churn_phase(
-            env,
-            &mut churner,
-            &proxy,
-            proxy.addr,
-            Target::Proxy,
-            highest,
-            watchers,
-            duration,
-        )
-        .await
-        .with_context(|| format!("churn at {highest}/s, the proxy on CPU {cpu} alone"))?;
+        let pair = direct_then_proxy(env, &mut churner, &up, &proxy, highest, watchers, duration);
+        let [_warming, row] = pair
+            .await
+            .with_context(|| format!("the proxy on CPU {cpu} alone"))?;
         out.one_core = Some(OneCore {
             cpu,
             others: guard.others.clone(),
@@ -232,6 +194,29 @@ pub async fn churn(
         out.rows.len() + usize::from(out.one_core.is_some())
     ));
     Ok(out)
+}
+
+/// [`churn_phase`] at `rate` with the watchers on the upstream, then on the
+/// proxy (which follows the upstream meanwhile).
+async fn direct_then_proxy(
+    env: &Env,
+    churner: &mut Churner,
+    up: &Upstream,
+    proxy: &ProxyProcess,
+    rate: f64,
+    watchers: usize,
+    duration: Duration,
+) -> Result<[ChurnRow; 2]> {
+    let mut rows = Vec::with_capacity(2);
+    for (target, addr) in [(Target::Direct, up.addr()), (Target::Proxy, proxy.addr)] {
+        rows.push(
+            churn_phase(env, churner, proxy, addr, target, rate, watchers, duration)
+                .await
+                .with_context(|| format!("churn at {rate}/s, {}", target.name()))?,
+        );
+    }
+    rows.try_into()
+        .map_err(|_| anyhow::anyhow!("two phases ran, two rows"))
 }
 
 /// The proxy's CPU profile as it answered (gzip'd pprof protobuf).
