@@ -29,7 +29,7 @@ pub const RELABEL: &str = "loadtest.sitegrid.io/rev";
 const MAX_PER_SLICE: usize = 100;
 
 /// One kind of change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ChangeKind {
     /// A new ready endpoint in a slice.
     EndpointAdd,
@@ -254,17 +254,13 @@ impl Churner {
 
     /// Makes the next change of the rotation, stamped `sent_ns`.
     fn change(&mut self, sent_ns: u64) -> Result<ChangeKind> {
-        let kinds = if self.relabel {
-            &ROTATION[..]
-        } else {
-            &ROTATION[..ROTATION.len() - 1]
-        };
-        let kind = kinds[(self.made % kinds.len() as u64) as usize];
-        let round = self.made / kinds.len() as u64;
+        // Every fifth change relabels a node (when relabelling is on).
+        let relabel = self.relabel && self.made % ROTATION.len() as u64 == 4;
+        let round = self.made / ROTATION.len() as u64;
         self.made += 1;
         self.seq += 1;
         let seq = self.seq;
-        if kind == ChangeKind::NodeRelabel && !self.nodes.is_empty() {
+        if relabel && !self.nodes.is_empty() {
             let i = (round % self.nodes.len() as u64) as usize;
             let node = &mut self.nodes[i];
             node["metadata"]["labels"][RELABEL] = json!(seq.to_string());
@@ -273,11 +269,21 @@ impl Churner {
                 .api
                 .try_apply(node.clone())
                 .map_err(|s| anyhow!("relabelling a node: {s}"))?;
-            return Ok(kind);
+            return Ok(ChangeKind::NodeRelabel);
         }
-        // Slices in turn: consecutive changes go to different slices.
-        let id = (self.slice_changes % self.slices.len() as u64) as usize;
+        // Slices in turn: consecutive changes go to different slices. Each
+        // slice goes through the four slice changes in turn, pass after
+        // pass, so its endpoint count stays where it started: were a
+        // slice's kind fixed by its position (with 1,000 slices, slice k
+        // got kind k mod 4 every time), a quarter of the slices would only
+        // grow, to 100 endpoints, and the cost of a change would rise with
+        // the length of the run.
+        let slices = self.slices.len() as u64;
+        let id = (self.slice_changes % slices) as usize;
+        let pass = self.slice_changes / slices;
         self.slice_changes += 1;
+        let slice_kinds = &ROTATION[..ROTATION.len() - 1];
+        let kind = slice_kinds[((id as u64 + pass) % slice_kinds.len() as u64) as usize];
         let node = self.pick_node(seq);
         edit_slice(&mut self.slices[id], kind, seq, node);
         self.write_slice(id, seq, sent_ns)?;
@@ -346,5 +352,47 @@ fn edit_slice(slice: &mut Value, kind: ChangeKind, seq: u64, node: Option<String
             eps[at]["conditions"]["ready"] = json!(!ready);
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sitegrid_fakeapi::{ApiServer, ApiServerConfig};
+
+    use super::*;
+    use crate::report::env::Scale;
+
+    fn endpoint_counts(api: &ApiServer) -> Vec<usize> {
+        let mut slices = api.list("endpointslices");
+        slices.sort_by_key(key);
+        slices
+            .iter()
+            .map(|s| s["endpoints"].as_array().map_or(0, Vec::len))
+            .collect()
+    }
+
+    #[test]
+    fn a_long_run_leaves_every_slice_the_size_it_had() {
+        let api = ApiServer::new(ApiServerConfig::default());
+        api.load(Scale::Tiny.size(2).objects("v1"));
+        let before = endpoint_counts(&api);
+        let mut churner = Churner::new(&api).unwrap();
+        let slices = before.len() as u64;
+        assert!(slices >= 4, "{slices} slices");
+        // 25 passes over every slice (and a relabel every fifth change).
+        let mut kinds = std::collections::HashMap::new();
+        while churner.slice_changes < 25 * slices {
+            *kinds.entry(churner.change(0).unwrap()).or_insert(0u64) += 1;
+        }
+        let after = endpoint_counts(&api);
+        for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+            assert!(a.abs_diff(*b) <= 1, "slice {i}: {b} endpoints, then {a}");
+        }
+        assert_eq!(
+            kinds.len(),
+            ROTATION.len(),
+            "every kind of change: {kinds:?}"
+        );
+        assert_eq!(kinds[&ChangeKind::NodeRelabel], churner.made / 5);
     }
 }
