@@ -26,8 +26,7 @@ pub struct Encoded {
 }
 
 impl Encoded {
-    /// `body` (compact JSON with its resourceVersion digits at `rv_at`),
-    /// kept compressed against `kind`'s other bodies.
+    /// A body, `packed`, whose resourceVersion digits are at `rv_at`.
     fn new(packed: Packed, rv_at: Range<usize>) -> Encoded {
         // Bodies are far below 4 GiB: the API server refuses objects over
         // about 1.5 MiB, and the proxy's --max-body-bytes caps what it reads.
