@@ -319,8 +319,8 @@ pub struct Report {
     pub cold: Vec<ColdRow>,
     /// Steady churn.
     pub churn: Vec<ChurnRow>,
-    /// One more churn run at the highest rate with a fresh proxy on a CPU
-    /// of its own, when the rows of `churn` shared the CPUs with their load.
+    /// One more churn run at the highest rate with a proxy on a CPU of its
+    /// own, when the rows of `churn` shared the CPUs with their load.
     pub one_core: Option<OneCore>,
     /// The proxy's CPU profile at the highest churn rate.
     pub profile: Option<super::profile::ProfileSummary>,

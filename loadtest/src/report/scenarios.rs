@@ -102,8 +102,9 @@ pub struct ChurnOutcome {
 /// Steady churn: for each rate, `watchers` watchers on the upstream, then on
 /// the proxy, each for `duration` of changes at that rate. Then, when the
 /// proxies are not pinned already ([`Env::proxy_cpu`]) and there are two
-/// CPUs, the highest rate once more with a fresh proxy on one CPU alone and
-/// everything else on the others, which is what the goal of changes per
+/// CPUs, the highest rate once more (after one unmeasured run to warm it)
+/// with a proxy on one CPU alone and everything else on the others, which is
+/// what the goal of changes per
 /// CPU-second on one core is judged from. Last, the proxy's CPU profile over
 /// one more run at the highest rate, on the proxy that goal is judged from.
 pub async fn churn(
