@@ -11,6 +11,9 @@
 //! a quarter of its bytes, and reading one back costs about a microsecond
 //! per kilobyte (LZ4's block format with an external dictionary, `lz4_flex`).
 //!
+//! The writer keeps the raw upstream JSON of Endpoints and EndpointSlices
+//! the same way, on shelves of their own ([`Shelf::upstream`]).
+//!
 //! The dictionaries are process-wide and set once: which text one is only
 //! changes how well later encodings compress, never what they decode to.
 
@@ -25,8 +28,9 @@ use super::Wire;
 /// LZ4's window: a dictionary longer than this is not read.
 const WINDOW: usize = 64 * 1024;
 
-/// One per kind and wire format (and, in unit tests, one no other test uses).
-const SHELVES: usize = 2 * ResourceKind::ALL.len() + cfg!(test) as usize;
+/// One per kind for each wire format and for the upstream's JSON (and, in
+/// unit tests, one no other test uses).
+const SHELVES: usize = 3 * ResourceKind::ALL.len() + cfg!(test) as usize;
 
 /// One dictionary per shelf.
 static DICTIONARIES: [OnceLock<Box<[u8]>>; SHELVES] = [const { OnceLock::new() }; SHELVES];
@@ -38,11 +42,19 @@ pub struct Shelf(u8);
 impl Shelf {
     /// Encodings of `kind` in `wire`.
     pub fn of(kind: ResourceKind, wire: Wire) -> Shelf {
-        let k = ResourceKind::ALL
+        Shelf((Self::index(kind) * 3 + wire as usize) as u8)
+    }
+
+    /// Objects of `kind` as the API server sent them.
+    pub fn upstream(kind: ResourceKind) -> Shelf {
+        Shelf((Self::index(kind) * 3 + 2) as u8)
+    }
+
+    fn index(kind: ResourceKind) -> usize {
+        ResourceKind::ALL
             .iter()
             .position(|x| *x == kind)
-            .unwrap_or(0);
-        Shelf((k * 2 + wire as usize) as u8)
+            .unwrap_or(0)
     }
 
     /// Its dictionary, made from `first` if it has none yet.
@@ -123,7 +135,13 @@ impl Packed {
         }
     }
 
-    /// The encoding in a buffer of its own.
+    /// The encoding in a buffer of its own, if it decompresses.
+    pub fn try_unpack(&self) -> Option<Bytes> {
+        let bytes = self.unpack();
+        (bytes.len() == self.len()).then_some(bytes)
+    }
+
+    /// The encoding in a buffer of its own (empty if it does not decompress).
     pub fn unpack(&self) -> Bytes {
         let mut out = BytesMut::with_capacity(self.len());
         self.unpack_into(&mut out);
@@ -160,12 +178,28 @@ mod tests {
         let kept: usize = packed.iter().map(Packed::packed_len).sum();
         let raw: usize = (0..200).map(|i| slice(i).len()).sum();
         assert!(kept * 2 < raw, "{kept} bytes kept of {raw}");
-        // Each kind and format has a shelf of its own.
+        // The first one's text is what the others share: each compressed
+        // alone they would take more than twice as much.
+        let alone: usize = (1..200)
+            .map(|i| lz4_flex::compress_prepend_size(&slice(i)).len())
+            .sum();
+        let shared: usize = packed[1..].iter().map(Packed::packed_len).sum();
+        assert!(shared * 2 < alone, "{shared} bytes shared, {alone} alone");
+        assert_eq!(packed[3].try_unpack().as_deref(), Some(&slice(3)[..]));
+        // Each kind has a shelf of its own per format and for the upstream's JSON.
         let shelves: std::collections::HashSet<u8> = ResourceKind::ALL
             .iter()
-            .flat_map(|k| [Wire::Json, Wire::Protobuf].map(|w| Shelf::of(*k, w).0))
+            .flat_map(|k| {
+                [
+                    Shelf::of(*k, Wire::Json),
+                    Shelf::of(*k, Wire::Protobuf),
+                    Shelf::upstream(*k),
+                ]
+                .map(|s| s.0)
+            })
             .collect();
-        assert_eq!(shelves.len(), 2 * ResourceKind::ALL.len());
+        assert_eq!(shelves.len(), 3 * ResourceKind::ALL.len());
+        assert!(shelves.iter().all(|s| usize::from(*s) < SHELVES));
         assert!(!shelves.contains(&shelf.0), "the test's shelf is its own");
         let empty = Packed::pack(Shelf::of(ResourceKind::Nodes, Wire::Protobuf), b"");
         assert!(empty.is_empty());

@@ -35,7 +35,7 @@ use super::{
     Cache, Change, EventType, NodeScopes, Shared, View,
 };
 use crate::upstream::UpstreamObject;
-use incoming::{Dictionary, Incoming, Once, Stored};
+use incoming::{Incoming, Once, Stored};
 use persisting::Persister;
 use project::SlicesByService;
 use unreadable::Skipped;
@@ -120,8 +120,6 @@ impl WriterSlot {
 struct Upstream {
     /// The objects by key.
     objects: BTreeMap<String, Stored>,
-    /// What their kept copies are compressed against.
-    dictionary: Dictionary,
     /// A relist in progress: the objects listed so far.
     relist: Option<BTreeMap<String, Incoming>>,
     /// Objects of the relist in progress that were skipped (unreadable):
@@ -256,7 +254,7 @@ impl Writer {
                     // objects must not hold them all as parsed metadata.
                     let up = &mut self.upstream[kind];
                     let buf = up.relist.get_or_insert_with(BTreeMap::new);
-                    buf.insert(obj.key(), Incoming::new(kind, obj, &mut up.dictionary));
+                    buf.insert(obj.key(), Incoming::new(kind, obj));
                 }
             },
             watcher::Event::InitDone => self.relisted(kind, &mut batch),
@@ -265,7 +263,7 @@ impl Writer {
                 Some(value) => {
                     let key = obj.key();
                     self.readable_again(kind, &key);
-                    let incoming = Incoming::new(kind, obj, &mut self.upstream[kind].dictionary);
+                    let incoming = Incoming::new(kind, obj);
                     // Parsed once: its views are made from this copy.
                     self.arrived = Some(Arrived {
                         kind,
@@ -285,11 +283,10 @@ impl Writer {
             watcher::Event::Delete(obj) => {
                 let key = obj.key();
                 self.readable_again(kind, &key);
-                let up = &mut self.upstream[kind];
-                let old = up
+                let old = self.upstream[kind]
                     .objects
                     .remove(&key)
-                    .unwrap_or_else(|| Stored::of(kind, &obj, &mut up.dictionary));
+                    .unwrap_or_else(|| Stored::of(kind, &obj));
                 self.changed(kind, Vec::new(), vec![(key, old)], &mut batch);
             }
         }
@@ -323,8 +320,7 @@ impl Writer {
         if let Some(once) = once {
             return Some(once.value());
         }
-        let up = &self.upstream[kind];
-        up.objects.get(key)?.value(&up.dictionary)
+        self.upstream[kind].objects.get(key)?.value()
     }
 
     /// A relist completed: swap it in, emitting only the differences.
