@@ -41,13 +41,13 @@ pub fn upstream_without_credentials(config: &kube::Config) -> Result<Upstream, k
     upstream(&bare)
 }
 
-/// The largest read buffer of a reflector's connection. hyper's default
-/// (about 400 KiB) lets a connection that once read a large list page keep
-/// that buffer for good, a long-lived watch included; 64 KiB reads bodies in
-/// smaller pieces at no measurable cost and keeps about 0.6 MiB off the
-/// proxy's resident memory, idle or with 10,000 endpoints cached
-/// (`sitegrid-bench`, loadtest/README.md).
-const REFLECTOR_READ_BUFFER: usize = 64 << 10;
+/// The read buffer of a reflector's connection, always this size. hyper's
+/// default (growing to about 400 KiB) lets a connection that once read a
+/// large list page keep that buffer for good, a long-lived watch included;
+/// a cap of 64 KiB still left each connection its 64 KiB (about 0.2 MiB for
+/// the three a proxy serving EndpointSlices keeps). 16 KiB reads a list page
+/// of 350 KB in 22 reads (loadtest/README.md).
+const REFLECTOR_READ_BUFFER: usize = 16 << 10;
 
 /// How a throttled or unavailable answer (429/503/504) is retried inside the
 /// client before the reflector sees it as an error: a few times, from 250 ms
@@ -77,7 +77,7 @@ pub fn reflector_client(
     connector.set_read_timeout(config.read_timeout);
     connector.set_write_timeout(config.write_timeout);
     let client: Client<_, kube::client::Body> = Client::builder(TokioExecutor::new())
-        .http1_max_buf_size(REFLECTOR_READ_BUFFER)
+        .http1_read_buf_exact_size(REFLECTOR_READ_BUFFER)
         .build(connector);
     let svc = ServiceBuilder::new()
         .layer(config.base_uri_layer())

@@ -17,7 +17,7 @@
 //! The dictionaries are process-wide and set once: which text one is only
 //! changes how well later encodings compress, never what they decode to.
 
-use std::sync::OnceLock;
+use std::{cell::RefCell, sync::OnceLock};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -71,6 +71,42 @@ impl Shelf {
     }
 }
 
+/// The largest scratch buffer a thread keeps between encodings (a larger
+/// object's is given back after it).
+const SCRATCH_KEPT: usize = 256 << 10;
+
+thread_local! {
+    /// Where each encoding is compressed before it is copied into a blob of
+    /// its exact size. Compressing straight into the blob meant allocating
+    /// LZ4's worst case (the whole text and more) and shrinking it in place:
+    /// each long-lived blob then left a hole of about three times its size
+    /// behind it in the heap, which the sync's short-lived allocations
+    /// filled only in part.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `raw` compressed against `dict`: its length (4 bytes, little-endian)
+/// then the LZ4 block, in an allocation of its own exact size.
+fn compress(raw: &[u8], dict: &[u8]) -> Box<[u8]> {
+    SCRATCH.with_borrow_mut(|buf| {
+        buf.clear();
+        buf.resize(4 + lz4_flex::block::get_maximum_output_size(raw.len()), 0);
+        let len = u32::try_from(raw.len()).unwrap_or(u32::MAX);
+        buf[..4].copy_from_slice(&len.to_le_bytes());
+        let blob = match lz4_flex::block::compress_into_with_dict(raw, &mut buf[4..], dict) {
+            Ok(n) => Box::from(&buf[..4 + n]),
+            // The buffer has LZ4's worst case: not expected.
+            Err(_) => {
+                lz4_flex::block::compress_prepend_size_with_dict(raw, dict).into_boxed_slice()
+            }
+        };
+        if buf.capacity() > SCRATCH_KEPT {
+            *buf = Vec::new();
+        }
+        blob
+    })
+}
+
 /// An encoding, compressed: its length (4 bytes, little-endian) then the
 /// LZ4 block.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +126,7 @@ impl Packed {
             shelf.dictionary(raw)
         };
         Packed {
-            blob: lz4_flex::block::compress_prepend_size_with_dict(raw, dict).into_boxed_slice(),
+            blob: compress(raw, dict),
             shelf,
         }
     }
@@ -186,6 +222,13 @@ mod tests {
         let shared: usize = packed[1..].iter().map(Packed::packed_len).sum();
         assert!(shared * 2 < alone, "{shared} bytes shared, {alone} alone");
         assert_eq!(packed[3].try_unpack().as_deref(), Some(&slice(3)[..]));
+        // An object larger than the scratch buffer a thread keeps, then a
+        // small one again.
+        let big: Vec<u8> = (0..300_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
+        assert_eq!(Packed::pack(shelf, &big).unpack(), big);
+        assert_eq!(Packed::pack(shelf, &slice(9)).unpack(), slice(9));
         // Each kind has a shelf of its own per format and for the upstream's JSON.
         let shelves: std::collections::HashSet<u8> = ResourceKind::ALL
             .iter()
