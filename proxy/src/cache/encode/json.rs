@@ -7,7 +7,7 @@
 //! `metadata.resourceVersion` value sits, so a DELETED event can carry the
 //! deletion's version by splicing, not re-encoding.
 
-use std::ops::Range;
+use std::{cell::RefCell, ops::Range};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
@@ -106,7 +106,29 @@ impl Encoded {
 /// `metadata.resourceVersion = rv`, dropping `kind` and `apiVersion` and
 /// keeping every other key in its original order.
 pub fn encode_body(kind: ResourceKind, obj: &Map<String, Value>, rv: u64) -> Encoded {
-    let mut out = Vec::with_capacity(1024);
+    TEXT.with_borrow_mut(|out| {
+        out.clear();
+        let rv_at = write_body(out, obj, rv);
+        let encoded = Encoded::new(Packed::pack(Shelf::of(kind, Wire::Json), out), rv_at);
+        if out.capacity() > TEXT_KEPT {
+            *out = Vec::new();
+        }
+        encoded
+    })
+}
+
+/// The largest text buffer a thread keeps between encodings.
+const TEXT_KEPT: usize = 256 << 10;
+
+thread_local! {
+    /// Where a body is written before it is packed: one buffer per thread,
+    /// reused, rather than one grown in steps for every object, which left
+    /// the heap with holes between the long-lived packed bodies.
+    static TEXT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Writes the body of `obj` to `out`; where its resourceVersion digits are.
+fn write_body(out: &mut Vec<u8>, obj: &Map<String, Value>, rv: u64) -> Range<usize> {
     let mut rv_at = 0..0;
     out.push(b'{');
     let mut first = true;
@@ -115,24 +137,24 @@ pub fn encode_body(kind: ResourceKind, obj: &Map<String, Value>, rv: u64) -> Enc
         if key == "kind" || key == "apiVersion" {
             continue;
         }
-        comma(&mut out, &mut first);
-        write_json(&mut out, key);
+        comma(out, &mut first);
+        write_json(out, key);
         out.push(b':');
         match (key.as_str(), value) {
             ("metadata", Value::Object(meta)) => {
                 saw_metadata = true;
-                rv_at = write_metadata(&mut out, meta, rv);
+                rv_at = write_metadata(out, meta, rv);
             }
-            _ => write_json(&mut out, value),
+            _ => write_json(out, value),
         }
     }
     if !saw_metadata {
-        comma(&mut out, &mut first);
+        comma(out, &mut first);
         out.extend_from_slice(b"\"metadata\":");
-        rv_at = write_metadata(&mut out, &Map::new(), rv);
+        rv_at = write_metadata(out, &Map::new(), rv);
     }
     out.push(b'}');
-    Encoded::new(Packed::pack(Shelf::of(kind, Wire::Json), &out), rv_at)
+    rv_at
 }
 
 fn write_metadata(out: &mut Vec<u8>, meta: &Map<String, Value>, rv: u64) -> Range<usize> {
