@@ -2,7 +2,10 @@
 //! and the live broadcast that fans events out to watchers.
 
 use std::{
-    collections::{BTreeMap, VecDeque},
+    borrow::Borrow,
+    cmp::Ordering,
+    collections::{BTreeSet, VecDeque},
+    ops::Bound,
     sync::Arc,
 };
 
@@ -19,7 +22,7 @@ pub struct Store {
 }
 
 struct State {
-    objects: BTreeMap<String, Arc<View>>,
+    objects: BTreeSet<Keyed>,
     log: VecDeque<Arc<Event>>,
     log_capacity: usize,
     /// The bytes the logged events may pin, about (see [`weight`]).
@@ -104,7 +107,7 @@ impl Store {
     ) -> Self {
         Store {
             state: RwLock::new(State {
-                objects: BTreeMap::new(),
+                objects: BTreeSet::new(),
                 log: VecDeque::with_capacity(log_capacity.min(1024)),
                 log_capacity: log_capacity.max(1),
                 log_bytes_limit,
@@ -125,12 +128,12 @@ impl Store {
         }
         let mut st = self.state.write();
         for change in changes {
-            let key = change.object.key().to_owned();
             let rv = change.object.rv;
             let prev = match change.event_type {
-                EventType::Deleted => st.objects.remove(&key),
-                _ => st.objects.insert(key, change.object.clone()),
-            };
+                EventType::Deleted => st.objects.take(change.object.key()),
+                _ => st.objects.replace(Keyed(change.object.clone())),
+            }
+            .map(|k| k.0);
             let event = Arc::new(Event::new(rv, change.event_type, change.object, prev));
             st.last_rv = rv;
             if logged {
@@ -176,7 +179,7 @@ impl Store {
             n => st.log[n - 1].rv,
         };
         StoreExport {
-            objects: st.objects.values().cloned().collect(),
+            objects: st.objects.iter().map(|k| k.0.clone()).collect(),
             log: st.log.range(skipped..).cloned().collect(),
             compacted_rv,
             last_rv: st.last_rv,
@@ -186,11 +189,7 @@ impl Store {
     /// Fills a new store with a snapshot's state (before anyone reads it).
     pub(super) fn restore(&self, export: StoreExport) {
         let mut st = self.state.write();
-        st.objects = export
-            .objects
-            .into_iter()
-            .map(|v| (v.key().to_owned(), v))
-            .collect();
+        st.objects = export.objects.into_iter().map(Keyed).collect();
         st.log_bytes = export.log.iter().map(|e| weight(e)).sum();
         st.log = export.log.into();
         st.compacted_rv = export.compacted_rv;
@@ -199,7 +198,7 @@ impl Store {
 
     /// One object by key.
     pub fn get(&self, key: &str) -> Option<Arc<View>> {
-        self.state.read().objects.get(key).cloned()
+        self.state.read().objects.get(key).map(|k| k.0.clone())
     }
 
     /// The newest rv of this resource.
@@ -210,17 +209,14 @@ impl Store {
     /// Objects whose key starts with `prefix` (`ns/` or `""`), in key order, and the rv they are current at.
     pub fn snapshot(&self, prefix: &str) -> (Vec<Arc<View>>, u64) {
         let st = self.state.read();
-        let items = st
-            .objects
-            .range(prefix.to_owned()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(_, v)| v.clone())
-            .collect();
+        let items = in_scope(&st.objects, prefix).map(|k| k.0.clone()).collect();
         (items, st.last_rv)
     }
 
     /// The objects as they were at `rv` (rolled back through the log), for
     /// `resourceVersionMatch=Exact` and continue tokens.
+    // A view's key never changes; only its lazily made encodings do.
+    #[allow(clippy::mutable_key_type)]
     pub fn snapshot_at(&self, rv: u64, prefix: &str) -> Result<Vec<Arc<View>>, TooOld> {
         let st = self.state.read();
         if rv < st.compacted_rv {
@@ -228,23 +224,17 @@ impl Store {
                 compacted_rv: st.compacted_rv,
             });
         }
-        let in_scope = |k: &str| k.starts_with(prefix);
-        let mut objects: BTreeMap<String, Arc<View>> = st
-            .objects
-            .range(prefix.to_owned()..)
-            .take_while(|(k, _)| in_scope(k))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let mut objects: BTreeSet<Keyed> = in_scope(&st.objects, prefix).cloned().collect();
         for ev in st.log.iter().rev().take_while(|e| e.rv > rv) {
-            if !in_scope(ev.object.key()) {
+            if !ev.object.key().starts_with(prefix) {
                 continue;
             }
             match &ev.prev {
-                Some(prev) => objects.insert(prev.key().to_owned(), prev.clone()),
-                None => objects.remove(ev.object.key()),
+                Some(prev) => objects.replace(Keyed(prev.clone())),
+                None => objects.take(ev.object.key()),
             };
         }
-        Ok(objects.into_values().collect())
+        Ok(objects.into_iter().map(|k| k.0).collect())
     }
 
     /// Starts a watch. `from: None` starts with the current objects; `Some(rv)`
@@ -255,7 +245,7 @@ impl Store {
         // lock means the replay and the live stream neither overlap nor gap.
         let live = self.live.subscribe();
         let (replay, initial) = match from {
-            None => (Vec::new(), st.objects.values().cloned().collect()),
+            None => (Vec::new(), st.objects.iter().map(|k| k.0.clone()).collect()),
             Some(rv) if rv < st.compacted_rv => {
                 return Err(TooOld {
                     compacted_rv: st.compacted_rv,
@@ -283,4 +273,45 @@ impl Store {
             log_bytes: st.log_bytes,
         }
     }
+}
+
+/// A served object in the store's set, ordered and found by its key: the
+/// key is the view's own, not a second copy in a map (a string allocation
+/// and 24 bytes of B-tree per cached object).
+#[derive(Debug, Clone)]
+struct Keyed(Arc<View>);
+
+impl PartialEq for Keyed {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key() == other.0.key()
+    }
+}
+
+impl Eq for Keyed {}
+
+impl PartialOrd for Keyed {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Keyed {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.key().cmp(other.0.key())
+    }
+}
+
+impl Borrow<str> for Keyed {
+    fn borrow(&self) -> &str {
+        self.0.key()
+    }
+}
+
+/// The objects whose key starts with `prefix`, in key order.
+// A view's key never changes; only its lazily made encodings do.
+#[allow(clippy::mutable_key_type)]
+fn in_scope<'a>(objects: &'a BTreeSet<Keyed>, prefix: &'a str) -> impl Iterator<Item = &'a Keyed> {
+    objects
+        .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+        .take_while(move |k| k.0.key().starts_with(prefix))
 }
