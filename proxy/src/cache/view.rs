@@ -18,28 +18,35 @@ use crate::upstream::object_key;
 
 /// One object in a resource's served state, at one proxy resourceVersion.
 ///
-/// Thousands are cached, and the resume log holds more: its fields are kept
-/// to one allocation each (the key with the name inside it, the labels in
-/// one string; the second EndpointSlice version boxed, as most objects never
-/// need it).
+/// Thousands are cached, and the resume log holds more: the key and the
+/// labels share one allocation, and what few objects need (the second
+/// EndpointSlice version, protobuf) is boxed on first use, so a view costs
+/// its header (88 bytes) and two allocations: that text and its body.
 #[derive(Debug)]
 pub struct View {
-    /// `ns/name` or `name`: the store key, in kube-apiserver's list order.
-    key: Box<str>,
-    /// Where the name starts in `key` (0: cluster-scoped).
+    /// The key (`ns/name` or `name`), then the labels (see [`ViewLabels`]).
+    text: Box<str>,
+    /// Where the name starts in `text` (0: cluster-scoped).
     name_at: u32,
-    /// `metadata.labels`, for label selectors.
-    pub labels: ViewLabels,
+    /// Where the key ends and the labels start in `text`.
+    labels_at: u32,
     /// `spec.unschedulable` (nodes' extra field selector).
     pub unschedulable: bool,
     /// The proxy resourceVersion this state was committed at.
     pub rv: u64,
     /// The body in the version the upstream serves (the cache's native version).
     body: Encoded,
-    /// The body in the other EndpointSlice version, converted on first use.
-    other: OnceLock<Box<Encoded>>,
-    /// The protobuf message per served API version, encoded on first use
-    /// (kept compressed, like the body).
+    /// The other encodings, made on first use.
+    lazy: OnceLock<Box<Lazy>>,
+}
+
+/// What a view encodes only when a client asks for it.
+#[derive(Debug, Default)]
+struct Lazy {
+    /// The body in the other EndpointSlice version.
+    other: OnceLock<Encoded>,
+    /// The protobuf message per served API version (kept compressed, like
+    /// the body).
     protobuf: [OnceLock<Packed>; 2],
 }
 
@@ -50,54 +57,64 @@ impl View {
         let text = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str);
         let namespace = text("namespace").filter(|s| !s.is_empty());
         let name = text("name").unwrap_or_default();
-        let key = object_key(namespace, name);
-        let labels = ViewLabels::from_json(meta.and_then(|m| m.get("labels")));
+        let mut key = object_key(namespace, name);
+        let key_len = key.len();
+        write_labels(meta.and_then(|m| m.get("labels")), &mut key);
         let unschedulable = obj
             .get("spec")
             .and_then(|s| s.get("unschedulable"))
             .and_then(Value::as_bool)
             .unwrap_or(false);
+        // Names are at most 253 bytes, namespaces 63, labels a few KiB: the
+        // offsets fit.
+        let at = |i: usize| u32::try_from(i).unwrap_or(0);
         View {
-            // Names are at most 253 bytes, namespaces 63: the offset fits.
-            name_at: u32::try_from(key.len() - name.len()).unwrap_or(0),
-            key: key.into_boxed_str(),
-            labels,
+            name_at: at(key_len - name.len()),
+            labels_at: at(key_len),
+            text: key.into_boxed_str(),
             unschedulable,
             rv,
             body: encode_body(kind, obj, rv),
-            other: OnceLock::new(),
-            protobuf: Default::default(),
+            lazy: OnceLock::new(),
         }
     }
 
     /// The same object at another resourceVersion (a DELETED event's copy).
     pub fn with_rv(&self, rv: u64) -> View {
         View {
-            key: self.key.clone(),
+            text: self.text.clone(),
             name_at: self.name_at,
-            labels: self.labels.clone(),
+            labels_at: self.labels_at,
             unschedulable: self.unschedulable,
             rv,
             body: self.body.with_rv(rv),
-            other: OnceLock::new(),
-            protobuf: Default::default(),
+            lazy: OnceLock::new(),
         }
+    }
+
+    fn lazy(&self) -> &Lazy {
+        self.lazy.get_or_init(Box::default)
+    }
+
+    /// `metadata.labels`, for label selectors.
+    pub fn labels(&self) -> ViewLabels<'_> {
+        ViewLabels(self.text.get(self.labels_at as usize..).unwrap_or_default())
     }
 
     /// `ns/name` or `name`: the store key, in kube-apiserver's list order.
     pub fn key(&self) -> &str {
-        &self.key
+        self.text.get(..self.labels_at as usize).unwrap_or_default()
     }
 
     /// The object's name.
     pub fn name(&self) -> &str {
-        self.key.get(self.name_at as usize..).unwrap_or_default()
+        self.key().get(self.name_at as usize..).unwrap_or_default()
     }
 
     /// The object's namespace (None for cluster-scoped kinds).
     pub fn namespace(&self) -> Option<&str> {
         let slash = (self.name_at as usize).checked_sub(1)?;
-        self.key.get(..slash)
+        self.key().get(..slash)
     }
 
     /// Whether the content (everything but the resourceVersion) equals `other`'s.
@@ -112,20 +129,20 @@ impl View {
         if version == native {
             return &self.body;
         }
-        self.other.get_or_init(|| {
+        self.lazy().other.get_or_init(|| {
             let mut value = self.body.to_value();
             version.convert_slice(&mut value);
-            Box::new(match value {
+            match value {
                 Value::Object(map) => encode_body(ResourceKind::EndpointSlices, &map, self.rv),
                 _ => self.body.clone(),
-            })
+            }
         })
     }
 
     /// The protobuf message of this state as `served` (its JSON body in
     /// `native`'s terms converted once, then shared by every client).
     pub fn message(&self, served: Served, native: ApiVersion) -> Result<Bytes, EncodeError> {
-        let slot = &self.protobuf[served.version.index()];
+        let slot = &self.lazy().protobuf[served.version.index()];
         if let Some(packed) = slot.get() {
             return Ok(packed.unpack());
         }
@@ -162,45 +179,46 @@ impl View {
     }
 }
 
-/// An object's labels in one allocation: `key\0value\0key\0value`, sorted
-/// by key. A `BTreeMap` would cost a ~500-byte node even for one label, and
-/// boxed strings two allocations per label, on every cached object.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ViewLabels(Box<str>);
+/// An object's labels, as a view keeps them after its key:
+/// `key\0value\0key\0value`, sorted by key. A `BTreeMap` would cost a
+/// ~500-byte node even for one label, and boxed strings two allocations per
+/// label, on every cached object.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ViewLabels<'a>(&'a str);
 
-impl ViewLabels {
-    /// Reads `metadata.labels` (string values only; a label holding a NUL,
-    /// which the API server never accepts, is left out).
-    pub fn from_json(labels: Option<&Value>) -> ViewLabels {
-        let mut pairs: Vec<(&str, &str)> = labels
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
-            .filter(|(k, v)| !k.contains('\0') && !v.contains('\0'))
-            .collect();
-        pairs.sort();
-        let mut joined =
-            String::with_capacity(pairs.iter().map(|(k, v)| k.len() + v.len() + 2).sum());
-        for (i, (k, v)) in pairs.iter().enumerate() {
-            if i > 0 {
-                joined.push('\0');
-            }
-            joined.push_str(k);
-            joined.push('\0');
-            joined.push_str(v);
+/// Appends `metadata.labels` to `out` in [`ViewLabels`]' form (string values
+/// only; a label holding a NUL, which the API server never accepts, is left
+/// out).
+fn write_labels(labels: Option<&Value>, out: &mut String) {
+    let mut pairs: Vec<(&str, &str)> = labels
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+        .filter(|(k, v)| !k.contains('\0') && !v.contains('\0'))
+        .collect();
+    pairs.sort();
+    out.reserve_exact(pairs.iter().map(|(k, v)| k.len() + v.len() + 2).sum());
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push('\0');
         }
-        ViewLabels(joined.into_boxed_str())
+        out.push_str(k);
+        out.push('\0');
+        out.push_str(v);
     }
+}
 
+impl<'a> ViewLabels<'a> {
     /// The labels, by key.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        let mut parts = self.0.split('\0').filter(|_| !self.0.is_empty());
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a str)> {
+        let text = self.0;
+        let mut parts = text.split('\0').filter(|_| !text.is_empty());
         std::iter::from_fn(move || Some((parts.next()?, parts.next()?)))
     }
 }
 
-impl sitegrid_apimachinery::selector::Labels for ViewLabels {
+impl sitegrid_apimachinery::selector::Labels for ViewLabels<'_> {
     fn get(&self, key: &str) -> Option<&str> {
         self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
@@ -215,7 +233,18 @@ mod tests {
 
     #[test]
     fn labels_are_read_back_sorted_and_found_by_key() {
-        let labels = ViewLabels::from_json(Some(&json!({"b": "2", "a": "", "n": 3, "c/d": "x"})));
+        let view = |labels: Value| {
+            View::new(
+                ResourceKind::Services,
+                json!({"metadata": {"name": "web", "namespace": "ns", "labels": labels}})
+                    .as_object()
+                    .unwrap(),
+                1,
+            )
+        };
+        let with = view(json!({"b": "2", "a": "", "n": 3, "c/d": "x"}));
+        let labels = with.labels();
+        assert_eq!(with.key(), "ns/web", "the labels follow the key");
         assert_eq!(
             labels.iter().collect::<Vec<_>>(),
             [("a", ""), ("b", "2"), ("c/d", "x")]
@@ -228,9 +257,10 @@ mod tests {
             (labels.get("n"), labels.get("z"), labels.get("2")),
             (None, None, None)
         );
-        assert_eq!(ViewLabels::from_json(None).iter().count(), 0);
-        let odd = ViewLabels::from_json(Some(&json!({"k\0": "v", "ok": "v\0", "x": "y"})));
-        assert_eq!(odd.iter().collect::<Vec<_>>(), [("x", "y")]);
+        assert_eq!(view(Value::Null).labels().iter().count(), 0);
+        let odd = view(json!({"k\0": "v", "ok": "v\0", "x": "y"}));
+        assert_eq!(odd.labels().iter().collect::<Vec<_>>(), [("x", "y")]);
+        assert_eq!(odd.key(), "ns/web");
     }
 
     #[test]

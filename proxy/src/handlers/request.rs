@@ -232,7 +232,7 @@ impl Filter {
                 return false;
             }
         }
-        self.label.matches(&view.labels) && self.field.matches(|f| view.field(f))
+        self.label.matches(&view.labels()) && self.field.matches(|f| view.field(f))
     }
 
     /// The namespace scope.
