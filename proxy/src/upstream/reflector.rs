@@ -1,8 +1,9 @@
 //! Listing and watching one resource of the API server.
 //!
-//! kube-runtime's watcher is the state machine: paginated LIST (100 per
-//! page: a page is the largest transient buffer of a sync, and a smaller one
-//! keeps the proxy's resident memory lower; see loadtest/README.md), WATCH with bookmarks from the list's resourceVersion, resume from
+//! kube-runtime's watcher is the state machine: paginated LIST (30 per
+//! page: a page is the largest transient buffer of a sync, read twice over
+//! by kube-client, as bytes and as text; see [`PAGE_SIZE`]), WATCH with
+//! bookmarks from the list's resourceVersion, resume from
 //! the last seen version after a dropped connection, and a relist on 410 Gone
 //! announced as `Init … InitApply … InitDone`, which the cache's writer
 //! buffers and swaps in atomically. Errors are yielded (and retried with
@@ -38,13 +39,25 @@ pub fn watch(
         .boxed()
 }
 
-/// The watcher settings of every upstream list/watch: pages of 100, and
+/// Objects per upstream list page. A page of 100 EndpointSlices of 10
+/// endpoints is about 350 KB: glibc serves that from mmap, and freeing it
+/// raises glibc's mmap threshold (and trim threshold) to its size for good,
+/// so every later buffer of that size came from the heap and the heap's
+/// free top was never given back (0.6 MB of resident memory with 10,000
+/// endpoints, loadtest/README.md). 30 such slices are about 105 KB, under
+/// glibc's initial 128 KiB threshold. A real kube-apiserver pages these
+/// lists from etcd, one request per page.
+const PAGE_SIZE: u32 = 30;
+
+/// The watcher settings of every upstream list/watch: pages of [`PAGE_SIZE`], and
 /// watches the API server ends after `watch_timeout` (at least 1 s).
 pub fn config(watch_timeout: std::time::Duration) -> watcher::Config {
     let secs = u32::try_from(watch_timeout.as_secs())
         .unwrap_or(u32::MAX)
         .max(1);
-    watcher::Config::default().page_size(100).timeout(secs)
+    watcher::Config::default()
+        .page_size(PAGE_SIZE)
+        .timeout(secs)
 }
 
 /// The versions the API server serves of `group` (discovery).
