@@ -7,7 +7,10 @@
 //! application-grid-wrapper. These are pure functions; the projector wraps
 //! them with the stores.
 
-use std::collections::{BTreeMap, HashMap};
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+};
 
 use serde_json::Value;
 
@@ -21,9 +24,10 @@ pub const ANY: &str = "*";
 /// Node name → labels, for every node the cache knows.
 pub type NodeLabels = HashMap<String, BTreeMap<String, String>>;
 
-/// The parsed `topologyKeys` annotation of a Service.
+/// The parsed `topologyKeys` annotation of a Service (shared: most Services
+/// of a cluster carry the same one, see the writer's `shared_keys`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopologyKeys(pub Vec<String>);
+pub struct TopologyKeys(pub Arc<[String]>);
 
 impl TopologyKeys {
     /// Reads the annotation from a Service's `metadata.annotations`.
@@ -35,7 +39,7 @@ impl TopologyKeys {
             return Ok(None);
         };
         serde_json::from_str::<Vec<String>>(raw)
-            .map(|keys| Some(TopologyKeys(keys)))
+            .map(|keys| Some(TopologyKeys(keys.into())))
             .map_err(|e| format!("annotation {TOPOLOGY_KEYS_ANNOTATION}={raw:?} is not a JSON array of strings: {e}"))
     }
 
@@ -103,7 +107,7 @@ pub fn choose(
     endpoints: &[EndpointRef],
 ) -> Selection {
     for want_ready in [true, false] {
-        for key in &keys.0 {
+        for key in keys.0.iter() {
             if key == ANY {
                 return Selection::All;
             }

@@ -17,7 +17,7 @@ use crate::{
 /// What the writer keeps of an upstream object between events.
 pub(super) struct Stored {
     /// The upstream resourceVersion: a relist skips objects that did not change.
-    pub(super) rv: Box<str>,
+    pub(super) rv: Rv,
     /// Endpoints and EndpointSlices: the raw JSON, kept compressed (on the
     /// kind's [`Shelf::upstream`]), from which their views are recomputed
     /// when a node moves site or a Service's topology or another of its
@@ -25,6 +25,36 @@ pub(super) struct Stored {
     pub(super) raw: Option<Packed>,
     /// For an EndpointSlice: the `ns/service` it belongs to.
     pub(super) service: Option<String>,
+}
+
+/// An upstream resourceVersion, kept only to be compared with the next
+/// list's: the number itself for the decimal revisions every API server
+/// hands out, a digest of the text otherwise (versions are opaque strings),
+/// without an allocation per cached object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Rv {
+    /// None known (an object restored from a snapshot, or sent without one).
+    Unknown,
+    /// A canonical decimal version.
+    Number(u64),
+    /// Any other text, hashed.
+    Digest(u64),
+}
+
+impl Rv {
+    pub(super) fn of(text: &str) -> Rv {
+        let canonical =
+            text.bytes().all(|b| b.is_ascii_digit()) && (text.len() == 1 || !text.starts_with('0'));
+        match text.parse::<u64>() {
+            _ if text.is_empty() => Rv::Unknown,
+            Ok(n) if canonical => Rv::Number(n),
+            _ => {
+                let mut h = std::hash::DefaultHasher::new();
+                std::hash::Hash::hash(text, &mut h);
+                Rv::Digest(std::hash::Hasher::finish(&h))
+            }
+        }
+    }
 }
 
 /// Services and Nodes: what their arrival contributes, then dropped (their
@@ -50,7 +80,7 @@ pub(super) struct Incoming {
     /// What is kept between events.
     pub(super) stored: Stored,
     /// Services and Nodes: what is used once.
-    pub(super) once: Option<Once>,
+    pub(super) once: Option<Box<Once>>,
 }
 
 impl Incoming {
@@ -60,16 +90,16 @@ impl Incoming {
         let stored = Stored::of(kind, &obj);
         let meta = obj.metadata;
         let once = match kind {
-            ResourceKind::Services => Some(Once {
+            ResourceKind::Services => Some(Box::new(Once {
                 raw: obj.raw,
                 labels: None,
                 annotations: meta.annotations,
-            }),
-            ResourceKind::Nodes => Some(Once {
+            })),
+            ResourceKind::Nodes => Some(Box::new(Once {
                 raw: obj.raw,
                 labels: meta.labels,
                 annotations: None,
-            }),
+            })),
             ResourceKind::Endpoints | ResourceKind::EndpointSlices => None,
         };
         Incoming { stored, once }
@@ -81,7 +111,7 @@ impl Stored {
     pub(super) fn of(kind: ResourceKind, obj: &UpstreamObject) -> Stored {
         let keep_raw = matches!(kind, ResourceKind::Endpoints | ResourceKind::EndpointSlices);
         Stored {
-            rv: obj.upstream_rv().into(),
+            rv: Rv::of(obj.upstream_rv()),
             raw: keep_raw.then(|| Packed::pack(Shelf::upstream(kind), obj.raw.get().as_bytes())),
             service: (kind == ResourceKind::EndpointSlices)
                 .then(|| slice_service(obj))
@@ -92,7 +122,7 @@ impl Stored {
     /// An object known only from what is served (restored from a snapshot).
     pub(super) fn unknown() -> Stored {
         Stored {
-            rv: "".into(),
+            rv: Rv::Unknown,
             raw: None,
             service: None,
         }
@@ -115,4 +145,26 @@ fn parse(json: &[u8]) -> Value {
 fn slice_service(obj: &UpstreamObject) -> Option<String> {
     let svc = obj.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?;
     Some(object_key(obj.metadata.namespace.as_deref(), svc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rv;
+
+    #[test]
+    fn versions_compare_as_the_text_they_are() {
+        assert_eq!(Rv::of("4711"), Rv::of("4711"));
+        assert_ne!(Rv::of("4711"), Rv::of("4712"));
+        // Opaque strings: equal numbers written differently are other versions.
+        assert_ne!(Rv::of("0100"), Rv::of("100"));
+        assert_ne!(Rv::of("+100"), Rv::of("100"));
+        assert_eq!(Rv::of("0"), Rv::Number(0));
+        assert_eq!(Rv::of("a1b2"), Rv::of("a1b2"));
+        assert_ne!(Rv::of("a1b2"), Rv::of("a1b3"));
+        assert_ne!(
+            Rv::of("99999999999999999999"),
+            Rv::of("99999999999999999998")
+        );
+        assert_eq!(Rv::of(""), Rv::Unknown);
+    }
 }

@@ -35,7 +35,7 @@ use super::{
     Cache, Change, EventType, NodeScopes, Shared, View,
 };
 use crate::upstream::UpstreamObject;
-use incoming::{Incoming, Once, Stored};
+use incoming::{Incoming, Once, Rv, Stored};
 use persisting::Persister;
 use project::SlicesByService;
 use unreadable::Skipped;
@@ -97,6 +97,7 @@ impl WriterSlot {
             keys: watch::channel(None).0,
             upstream: PerKind::default(),
             services: HashMap::new(),
+            last_keys: None,
             nodes: NodeLabels::new(),
             site_nodes: Vec::new(),
             slices_by_service: SlicesByService::default(),
@@ -140,7 +141,9 @@ pub struct Writer {
     next_rv: u64,
     upstream: PerKind<Upstream>,
     /// Services with a valid `topologyKeys` annotation.
-    services: HashMap<String, TopologyKeys>,
+    services: HashMap<Box<str>, TopologyKeys>,
+    /// The topology keys last read, shared by the Services that carry the same.
+    last_keys: Option<TopologyKeys>,
     nodes: NodeLabels,
     /// A site proxy's local nodes (those its selector matches), kept as the
     /// nodes change: every projection reads them.
@@ -362,7 +365,7 @@ impl Writer {
             .filter(|(k, o)| {
                 up.objects
                     .get(k)
-                    .is_none_or(|s| o.stored.rv.is_empty() || s.rv != o.stored.rv)
+                    .is_none_or(|s| o.stored.rv == Rv::Unknown || s.rv != o.stored.rv)
             })
             .collect();
         info!(resource = %kind, objects = total, changed = upserted.len() + deleted.len(), "upstream list synced");
@@ -395,7 +398,7 @@ impl Writer {
         batch: &mut Batch,
     ) {
         let mut previous = Vec::with_capacity(upserted.len());
-        let mut arrived: Vec<(String, Option<Once>)> = Vec::with_capacity(upserted.len());
+        let mut arrived: Vec<(String, Option<Box<Once>>)> = Vec::with_capacity(upserted.len());
         for (key, inc) in upserted {
             previous.push(self.upstream[kind].objects.insert(key.clone(), inc.stored));
             arrived.push((key, inc.once));

@@ -68,7 +68,8 @@ impl Writer {
         for view in services {
             let annotations = string_map(&view.native_body_value(), "annotations");
             if let Ok(Some(keys)) = TopologyKeys::from_annotations(Some(&annotations)) {
-                self.services.insert(view.key().to_owned(), keys);
+                let keys = self.shared_keys(keys);
+                self.services.insert(view.key().into(), keys);
             }
         }
         let (nodes, _) = self.cache.store(ResourceKind::Nodes).snapshot("");

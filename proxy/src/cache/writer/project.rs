@@ -17,14 +17,14 @@ use crate::cache::{
 impl Writer {
     pub(super) fn services_changed(
         &mut self,
-        upserted: &[(String, Option<Once>)],
+        upserted: &[(String, Option<Box<Once>>)],
         deleted: &[(String, Stored)],
         batch: &mut Batch,
     ) {
         let mut affected = Vec::new();
         for (key, once) in upserted {
             let keys = match TopologyKeys::from_annotations(
-                once.as_ref().and_then(|o| o.annotations.as_ref()),
+                once.as_deref().and_then(|o| o.annotations.as_ref()),
             ) {
                 Ok(k) => k,
                 Err(reason) => {
@@ -32,18 +32,19 @@ impl Writer {
                     None
                 }
             };
+            let keys = keys.map(|k| self.shared_keys(k));
             let before = match &keys {
-                Some(k) => self.services.insert(key.clone(), k.clone()),
-                None => self.services.remove(key),
+                Some(k) => self.services.insert(key.as_str().into(), k.clone()),
+                None => self.services.remove(key.as_str()),
             };
             if before != keys {
                 affected.push(key.clone());
             }
-            let view = self.upstream_value(ResourceKind::Services, key, once.as_ref());
+            let view = self.upstream_value(ResourceKind::Services, key, once.as_deref());
             self.emit(ResourceKind::Services, key, view, batch);
         }
         for (key, _) in deleted {
-            if self.services.remove(key).is_some() {
+            if self.services.remove(key.as_str()).is_some() {
                 affected.push(key.clone());
             }
             self.emit(ResourceKind::Services, key, None, batch);
@@ -57,7 +58,7 @@ impl Writer {
 
     pub(super) fn nodes_changed(
         &mut self,
-        upserted: &[(String, Option<Once>)],
+        upserted: &[(String, Option<Box<Once>>)],
         deleted: &[(String, Stored)],
         batch: &mut Batch,
     ) {
@@ -71,7 +72,7 @@ impl Writer {
                 labels_moved |= self.relevant(key, self.nodes.get(key), Some(&labels));
                 self.nodes.insert(key.clone(), labels);
             }
-            let view = self.upstream_value(ResourceKind::Nodes, key, once.as_ref());
+            let view = self.upstream_value(ResourceKind::Nodes, key, once.as_deref());
             self.emit(ResourceKind::Nodes, key, view, batch);
         }
         for (key, _) in deleted {
@@ -84,6 +85,19 @@ impl Writer {
         if labels_moved {
             debug!("node topology labels changed; recomputing filtered views");
             self.recompute_all(batch);
+        }
+    }
+
+    /// `keys`, sharing the allocation of the last equal keys read: most
+    /// Services of a cluster carry the same annotation, and each would
+    /// otherwise keep a copy (three allocations).
+    pub(super) fn shared_keys(&mut self, keys: TopologyKeys) -> TopologyKeys {
+        match &self.last_keys {
+            Some(last) if *last == keys => last.clone(),
+            _ => {
+                self.last_keys = Some(keys.clone());
+                keys
+            }
         }
     }
 
@@ -197,7 +211,7 @@ impl Writer {
 
     pub(super) fn slices_changed(
         &mut self,
-        upserted: &[(String, Option<Once>)],
+        upserted: &[(String, Option<Box<Once>>)],
         previous: Vec<Option<Stored>>,
         deleted: &[(String, Stored)],
         batch: &mut Batch,
