@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::{
     packed::{Packed, Shelf},
-    Wire,
+    with_scratch, Wire,
 };
 use crate::cache::kind::{ResourceKind, Served};
 
@@ -106,24 +106,14 @@ impl Encoded {
 /// `metadata.resourceVersion = rv`, dropping `kind` and `apiVersion` and
 /// keeping every other key in its original order.
 pub fn encode_body(kind: ResourceKind, obj: &Map<String, Value>, rv: u64) -> Encoded {
-    TEXT.with_borrow_mut(|out| {
-        out.clear();
+    with_scratch(&TEXT, |out| {
         let rv_at = write_body(out, obj, rv);
-        let encoded = Encoded::new(Packed::pack(Shelf::of(kind, Wire::Json), out), rv_at);
-        if out.capacity() > TEXT_KEPT {
-            *out = Vec::new();
-        }
-        encoded
+        Encoded::new(Packed::pack(Shelf::of(kind, Wire::Json), out), rv_at)
     })
 }
 
-/// The largest text buffer a thread keeps between encodings.
-const TEXT_KEPT: usize = 256 << 10;
-
 thread_local! {
-    /// Where a body is written before it is packed: one buffer per thread,
-    /// reused, rather than one grown in steps for every object, which left
-    /// the heap with holes between the long-lived packed bodies.
+    /// Where a body is written before it is packed.
     static TEXT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 

@@ -23,7 +23,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::cache::kind::ResourceKind;
 
-use super::Wire;
+use super::{with_scratch, Wire};
 
 /// LZ4's window: a dictionary longer than this is not read.
 const WINDOW: usize = 64 * 1024;
@@ -71,10 +71,6 @@ impl Shelf {
     }
 }
 
-/// The largest scratch buffer a thread keeps between encodings (a larger
-/// object's is given back after it).
-const SCRATCH_KEPT: usize = 256 << 10;
-
 thread_local! {
     /// Where each encoding is compressed before it is copied into a blob of
     /// its exact size. Compressing straight into the blob meant allocating
@@ -88,22 +84,17 @@ thread_local! {
 /// `raw` compressed against `dict`: its length (4 bytes, little-endian)
 /// then the LZ4 block, in an allocation of its own exact size.
 fn compress(raw: &[u8], dict: &[u8]) -> Box<[u8]> {
-    SCRATCH.with_borrow_mut(|buf| {
-        buf.clear();
+    with_scratch(&SCRATCH, |buf| {
         buf.resize(4 + lz4_flex::block::get_maximum_output_size(raw.len()), 0);
         let len = u32::try_from(raw.len()).unwrap_or(u32::MAX);
         buf[..4].copy_from_slice(&len.to_le_bytes());
-        let blob = match lz4_flex::block::compress_into_with_dict(raw, &mut buf[4..], dict) {
+        match lz4_flex::block::compress_into_with_dict(raw, &mut buf[4..], dict) {
             Ok(n) => Box::from(&buf[..4 + n]),
             // The buffer has LZ4's worst case: not expected.
             Err(_) => {
                 lz4_flex::block::compress_prepend_size_with_dict(raw, dict).into_boxed_slice()
             }
-        };
-        if buf.capacity() > SCRATCH_KEPT {
-            *buf = Vec::new();
         }
-        blob
     })
 }
 
