@@ -753,6 +753,23 @@ async fn a_node_proxy_behind_its_site_proxy_serves_what_a_direct_one_does() {
         n["metadata"]["labels"]["location"] = json!(site);
         e.api.apply(n);
     }
+    // Both proxies have the last move before their answers are compared:
+    // agreeing after bj-3's move alone would be agreeing too early.
+    for cache in [&e.proxy.cache, &chained.cache] {
+        let moved = || {
+            cache
+                .store(ResourceKind::Nodes)
+                .get("gz-2")
+                .is_some_and(|v| v.labels().iter().any(|l| l == ("location", "beijing")))
+        };
+        for _ in 0..250 {
+            if moved() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(moved(), "gz-2's move did not reach a proxy");
+    }
     // The moves change what bj-1 routes to: both come to the same new answer.
     same_answers(first).await;
     let (_, list) = http_get(
