@@ -23,35 +23,37 @@ pub(super) struct Stored {
     /// when a node moves site or a Service's topology or another of its
     /// slices changes.
     pub(super) raw: Option<Packed>,
-    /// For an EndpointSlice: the `ns/service` it belongs to.
-    pub(super) service: Option<String>,
+    /// For an EndpointSlice: the `ns/service` it belongs to (once linked,
+    /// the writer's one copy of the name, see `ServiceLinks`).
+    pub(super) service: Option<Arc<str>>,
 }
 
 /// An upstream resourceVersion, kept only to be compared with the next
-/// list's: the number itself for the decimal revisions every API server
-/// hands out, a digest of the text otherwise (versions are opaque strings),
-/// without an allocation per cached object.
+/// list's, in eight bytes and without an allocation per cached object: the
+/// number itself for the decimal revisions every API server hands out
+/// (below 2^63), a digest of the text otherwise (versions are opaque
+/// strings), with the top bit set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Rv {
-    /// None known (an object restored from a snapshot, or sent without one).
-    Unknown,
-    /// A canonical decimal version.
-    Number(u64),
-    /// Any other text, hashed.
-    Digest(u64),
-}
+pub(super) struct Rv(u64);
 
 impl Rv {
+    /// None known (an object restored from a snapshot, or sent without one).
+    pub(super) const UNKNOWN: Rv = Rv(u64::MAX);
+
+    /// Digests carry this bit; numbers below it are kept as they are.
+    const DIGEST: u64 = 1 << 63;
+
     pub(super) fn of(text: &str) -> Rv {
         let canonical =
             text.bytes().all(|b| b.is_ascii_digit()) && (text.len() == 1 || !text.starts_with('0'));
         match text.parse::<u64>() {
-            _ if text.is_empty() => Rv::Unknown,
-            Ok(n) if canonical => Rv::Number(n),
+            _ if text.is_empty() => Rv::UNKNOWN,
+            Ok(n) if canonical && n < Self::DIGEST => Rv(n),
             _ => {
                 let mut h = std::hash::DefaultHasher::new();
                 std::hash::Hash::hash(text, &mut h);
-                Rv::Digest(std::hash::Hasher::finish(&h))
+                // Never the unknown version's bits.
+                Rv((std::hash::Hasher::finish(&h) | Self::DIGEST).min(u64::MAX - 1))
             }
         }
     }
@@ -122,7 +124,7 @@ impl Stored {
     /// An object known only from what is served (restored from a snapshot).
     pub(super) fn unknown() -> Stored {
         Stored {
-            rv: Rv::Unknown,
+            rv: Rv::UNKNOWN,
             raw: None,
             service: None,
         }
@@ -142,9 +144,9 @@ fn parse(json: &[u8]) -> Value {
 }
 
 /// `ns/service` of an EndpointSlice, from its `kubernetes.io/service-name` label.
-fn slice_service(obj: &UpstreamObject) -> Option<String> {
+fn slice_service(obj: &UpstreamObject) -> Option<Arc<str>> {
     let svc = obj.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?;
-    Some(object_key(obj.metadata.namespace.as_deref(), svc))
+    Some(object_key(obj.metadata.namespace.as_deref(), svc).into())
 }
 
 #[cfg(test)]
@@ -158,13 +160,18 @@ mod tests {
         // Opaque strings: equal numbers written differently are other versions.
         assert_ne!(Rv::of("0100"), Rv::of("100"));
         assert_ne!(Rv::of("+100"), Rv::of("100"));
-        assert_eq!(Rv::of("0"), Rv::Number(0));
+        assert_eq!(Rv::of("0"), Rv::of("0"));
+        assert_ne!(Rv::of("0"), Rv::of("1"));
         assert_eq!(Rv::of("a1b2"), Rv::of("a1b2"));
         assert_ne!(Rv::of("a1b2"), Rv::of("a1b3"));
         assert_ne!(
             Rv::of("99999999999999999999"),
             Rv::of("99999999999999999998")
         );
-        assert_eq!(Rv::of(""), Rv::Unknown);
+        // Past 2^63 a number is kept as a digest: still exact for equality.
+        assert_eq!(Rv::of("9223372036854775808"), Rv::of("9223372036854775808"));
+        assert_ne!(Rv::of("9223372036854775808"), Rv::of("9223372036854775809"));
+        assert_eq!(Rv::of(""), Rv::UNKNOWN);
+        assert_ne!(Rv::of("18446744073709551615"), Rv::UNKNOWN);
     }
 }

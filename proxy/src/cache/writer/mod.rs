@@ -18,7 +18,7 @@ mod tests;
 mod unreadable;
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet},
     sync::Arc,
 };
 
@@ -37,7 +37,7 @@ use super::{
 use crate::upstream::UpstreamObject;
 use incoming::{Incoming, Once, Rv, Stored};
 use persisting::Persister;
-use project::SlicesByService;
+use project::ServiceLinks;
 use unreadable::Skipped;
 
 /// What a reflector hands the writer.
@@ -96,11 +96,10 @@ impl WriterSlot {
             locality: locality.into(),
             keys: watch::channel(None).0,
             upstream: PerKind::default(),
-            services: HashMap::new(),
+            services: ServiceLinks::default(),
             last_keys: None,
             nodes: NodeLabels::new(),
             site_nodes: Vec::new(),
-            slices_by_service: SlicesByService::default(),
             convert_slices: (native != slice_version).then_some(native),
             skipped: Skipped::default(),
             covered: None,
@@ -120,7 +119,7 @@ impl WriterSlot {
 #[derive(Default)]
 struct Upstream {
     /// The objects by key.
-    objects: BTreeMap<String, Stored>,
+    objects: BTreeMap<Box<str>, Stored>,
     /// A relist in progress: the objects listed so far.
     relist: Option<BTreeMap<String, Incoming>>,
     /// Objects of the relist in progress that were skipped (unreadable):
@@ -140,16 +139,14 @@ pub struct Writer {
     keys: watch::Sender<Option<BTreeSet<String>>>,
     next_rv: u64,
     upstream: PerKind<Upstream>,
-    /// Services with a valid `topologyKeys` annotation.
-    services: HashMap<Box<str>, TopologyKeys>,
+    /// Per Service: its valid `topologyKeys` annotation and its EndpointSlices.
+    services: ServiceLinks,
     /// The topology keys last read, shared by the Services that carry the same.
     last_keys: Option<TopologyKeys>,
     nodes: NodeLabels,
     /// A site proxy's local nodes (those its selector matches), kept as the
     /// nodes change: every projection reads them.
     site_nodes: Vec<String>,
-    /// `ns/service` → keys of its EndpointSlices.
-    slices_by_service: SlicesByService,
     /// The version slices are stored in, when the upstream serves another.
     convert_slices: Option<ApiVersion>,
     /// Keeps the snapshot in the data directory current.
@@ -288,7 +285,7 @@ impl Writer {
                 self.readable_again(kind, &key);
                 let old = self.upstream[kind]
                     .objects
-                    .remove(&key)
+                    .remove(key.as_str())
                     .unwrap_or_else(|| Stored::of(kind, &obj));
                 self.changed(kind, Vec::new(), vec![(key, old)], &mut batch);
             }
@@ -348,15 +345,16 @@ impl Writer {
                 Vec::new()
             };
         let up = &mut self.upstream[kind];
-        let gone: Vec<String> = up
+        let gone: Vec<Box<str>> = up
             .objects
             .keys()
-            .filter(|k| !fresh.contains_key(*k) && !kept.contains(*k))
+            .filter(|k| !fresh.contains_key(&***k) && !kept.contains(&***k))
             .cloned()
             .collect();
         let mut deleted: Vec<(String, Stored)> = gone
             .into_iter()
-            .filter_map(|k| up.objects.remove(&k).map(|s| (k, s)))
+            .filter_map(|k| up.objects.remove_entry(&k))
+            .map(|(k, s)| (k.into_string(), s))
             .collect();
         deleted.extend(restored_gone);
         let total = fresh.len();
@@ -364,8 +362,8 @@ impl Writer {
             .into_iter()
             .filter(|(k, o)| {
                 up.objects
-                    .get(k)
-                    .is_none_or(|s| o.stored.rv == Rv::Unknown || s.rv != o.stored.rv)
+                    .get(k.as_str())
+                    .is_none_or(|s| o.stored.rv == Rv::UNKNOWN || s.rv != o.stored.rv)
             })
             .collect();
         info!(resource = %kind, objects = total, changed = upserted.len() + deleted.len(), "upstream list synced");
@@ -400,7 +398,11 @@ impl Writer {
         let mut previous = Vec::with_capacity(upserted.len());
         let mut arrived: Vec<(String, Option<Box<Once>>)> = Vec::with_capacity(upserted.len());
         for (key, inc) in upserted {
-            previous.push(self.upstream[kind].objects.insert(key.clone(), inc.stored));
+            previous.push(
+                self.upstream[kind]
+                    .objects
+                    .insert(key.as_str().into(), inc.stored),
+            );
             arrived.push((key, inc.once));
         }
         match kind {

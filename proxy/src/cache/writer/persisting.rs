@@ -69,7 +69,7 @@ impl Writer {
             let annotations = string_map(&view.native_body_value(), "annotations");
             if let Ok(Some(keys)) = TopologyKeys::from_annotations(Some(&annotations)) {
                 let keys = self.shared_keys(keys);
-                self.services.insert(view.key().into(), keys);
+                self.services.set_keys(view.key(), Some(keys));
             }
         }
         let (nodes, _) = self.cache.store(ResourceKind::Nodes).snapshot("");

@@ -3,7 +3,10 @@
 //! projected through the topology filter ([`crate::cache::topology`]) and
 //! recomputed whenever an input they depend on changes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    sync::Arc,
+};
 
 use tracing::{debug, warn};
 
@@ -33,10 +36,7 @@ impl Writer {
                 }
             };
             let keys = keys.map(|k| self.shared_keys(k));
-            let before = match &keys {
-                Some(k) => self.services.insert(key.as_str().into(), k.clone()),
-                None => self.services.remove(key.as_str()),
-            };
+            let before = self.services.set_keys(key, keys.clone());
             if before != keys {
                 affected.push(key.clone());
             }
@@ -44,7 +44,7 @@ impl Writer {
             self.emit(ResourceKind::Services, key, view, batch);
         }
         for (key, _) in deleted {
-            if self.services.remove(key.as_str()).is_some() {
+            if self.services.set_keys(key, None).is_some() {
                 affected.push(key.clone());
             }
             self.emit(ResourceKind::Services, key, None, batch);
@@ -110,7 +110,7 @@ impl Writer {
         }
         let keys: BTreeSet<String> = self
             .services
-            .values()
+            .all_keys()
             .flat_map(TopologyKeys::label_keys)
             .map(str::to_owned)
             .collect();
@@ -204,7 +204,7 @@ impl Writer {
             return true;
         }
         self.services
-            .values()
+            .all_keys()
             .flat_map(TopologyKeys::label_keys)
             .any(|k| before.and_then(|l| l.get(k)) != after.and_then(|l| l.get(k)))
     }
@@ -219,12 +219,18 @@ impl Writer {
         let mut services = BTreeSet::new();
         for ((key, _), prev) in upserted.iter().zip(previous) {
             if let Some(svc) = prev.and_then(|p| p.service) {
-                self.slices_by_service.unlink(&svc, key);
+                self.services.unlink(&svc, key);
                 services.insert(svc);
             }
             match self.slice(key).and_then(|s| s.service.clone()) {
                 Some(svc) => {
-                    self.slices_by_service.link(&svc, key);
+                    let shared = self.services.link(&svc, key);
+                    if let Some(stored) = self.upstream[ResourceKind::EndpointSlices]
+                        .objects
+                        .get_mut(key.as_str())
+                    {
+                        stored.service = Some(shared);
+                    }
                     services.insert(svc);
                 }
                 None => self.project_single_slice(key, batch),
@@ -232,7 +238,7 @@ impl Writer {
         }
         for (key, old) in deleted {
             if let Some(svc) = &old.service {
-                self.slices_by_service.unlink(svc, key);
+                self.services.unlink(svc, key);
             }
             services.extend(old.service.clone());
             self.emit(ResourceKind::EndpointSlices, key, None, batch);
@@ -247,15 +253,15 @@ impl Writer {
         let keys: Vec<String> = self.upstream[ResourceKind::Endpoints]
             .objects
             .keys()
-            .cloned()
+            .map(|k| k.to_string())
             .collect();
         for key in &keys {
             self.project_endpoints(key, batch);
         }
-        let slices: Vec<(String, Option<String>)> = self.upstream[ResourceKind::EndpointSlices]
+        let slices: Vec<(String, Option<Arc<str>>)> = self.upstream[ResourceKind::EndpointSlices]
             .objects
             .iter()
-            .map(|(k, s)| (k.clone(), s.service.clone()))
+            .map(|(k, s)| (k.to_string(), s.service.clone()))
             .collect();
         let mut services = BTreeSet::new();
         for (key, service) in slices {
@@ -284,7 +290,7 @@ impl Writer {
         if !self.topology_ready() {
             return;
         }
-        if let Some(keys) = self.services.get(key) {
+        if let Some(keys) = self.services.keys(key) {
             if !self.covered(keys) {
                 return;
             }
@@ -303,19 +309,19 @@ impl Writer {
         }
         if self
             .services
-            .get(service)
+            .keys(service)
             .is_some_and(|keys| !self.covered(keys))
         {
             return;
         }
-        let slice_keys = self.slices_by_service.of(service).to_vec();
-        let mut values: Vec<(String, serde_json::Value)> = Vec::with_capacity(slice_keys.len());
+        let slice_keys = self.services.slices_of(service).to_vec();
+        let mut values: Vec<(Box<str>, serde_json::Value)> = Vec::with_capacity(slice_keys.len());
         for k in slice_keys {
             if let Some(v) = self.upstream_value(ResourceKind::EndpointSlices, &k, None) {
                 values.push((k, v));
             }
         }
-        if let Some(keys) = self.services.get(service) {
+        if let Some(keys) = self.services.keys(service) {
             let refs: Vec<_> = values
                 .iter()
                 .flat_map(|(_, v)| topology::slice_refs(v))
@@ -340,61 +346,168 @@ impl Writer {
     }
 }
 
-/// `ns/service` → the keys of its EndpointSlices, sorted. A Service has one
-/// slice or a few: a sorted `Vec` costs one small allocation where a
-/// `BTreeSet` took a 280-byte node per Service.
+/// What the writer knows per `ns/service`: its valid `topologyKeys` and
+/// the keys of its EndpointSlices, sorted, in one entry whose name the
+/// slices' [`Stored::service`] share. A Service has one slice or a few, so
+/// they are a boxed slice (a `Vec` started at four); a Service with neither
+/// keys nor slices has no entry.
 #[derive(Debug, Default)]
-pub(super) struct SlicesByService(HashMap<String, Vec<String>>);
+pub(super) struct ServiceLinks(HashMap<Arc<str>, Links>);
 
-impl SlicesByService {
-    /// Records that slice `key` belongs to `service`.
-    fn link(&mut self, service: &str, key: &str) {
-        let keys = match self.0.get_mut(service) {
-            Some(keys) => keys,
-            None => self.0.entry(service.to_owned()).or_default(),
-        };
-        if let Err(at) = keys.binary_search_by(|k| k.as_str().cmp(key)) {
-            keys.insert(at, key.to_owned());
+#[derive(Debug, Default)]
+struct Links {
+    keys: Option<TopologyKeys>,
+    slices: Box<[Box<str>]>,
+}
+
+impl ServiceLinks {
+    /// The topology keys of `service`, if it has valid ones.
+    pub(super) fn keys(&self, service: &str) -> Option<&TopologyKeys> {
+        self.0.get(service)?.keys.as_ref()
+    }
+
+    /// Every Service's topology keys.
+    pub(super) fn all_keys(&self) -> impl Iterator<Item = &TopologyKeys> {
+        self.0.values().filter_map(|l| l.keys.as_ref())
+    }
+
+    /// Sets (or clears) the topology keys of `service`; returns the previous ones.
+    pub(super) fn set_keys(
+        &mut self,
+        service: &str,
+        keys: Option<TopologyKeys>,
+    ) -> Option<TopologyKeys> {
+        match keys {
+            Some(keys) => self.entry(service).keys.replace(keys),
+            None => {
+                let links = self.0.get_mut(service)?;
+                let before = links.keys.take();
+                self.forget_if_empty(service);
+                before
+            }
         }
     }
 
-    /// Forgets that slice `key` belongs to `service` (and the Service, with
-    /// its last slice).
-    fn unlink(&mut self, service: &str, key: &str) {
-        if let Some(keys) = self.0.get_mut(service) {
-            if let Ok(at) = keys.binary_search_by(|k| k.as_str().cmp(key)) {
-                keys.remove(at);
+    /// Records that slice `key` belongs to `service`; returns the name to
+    /// keep with the slice.
+    pub(super) fn link(&mut self, service: &str, key: &str) -> Arc<str> {
+        let name = self.shared_name(service);
+        let links = self.entry(service);
+        if let Err(at) = links.slices.binary_search_by(|k| (**k).cmp(key)) {
+            let mut slices = std::mem::take(&mut links.slices).into_vec();
+            slices.insert(at, key.into());
+            links.slices = slices.into_boxed_slice();
+        }
+        name
+    }
+
+    /// Forgets that slice `key` belongs to `service` (and the Service, when
+    /// nothing else is known of it).
+    pub(super) fn unlink(&mut self, service: &str, key: &str) {
+        if let Some(links) = self.0.get_mut(service) {
+            if let Ok(at) = links.slices.binary_search_by(|k| (**k).cmp(key)) {
+                let mut slices = std::mem::take(&mut links.slices).into_vec();
+                slices.remove(at);
+                links.slices = slices.into_boxed_slice();
             }
-            if keys.is_empty() {
-                self.0.remove(service);
-            }
+            self.forget_if_empty(service);
         }
     }
 
     /// The slices of `service`, in key order.
-    fn of(&self, service: &str) -> &[String] {
-        self.0.get(service).map(Vec::as_slice).unwrap_or_default()
+    pub(super) fn slices_of(&self, service: &str) -> &[Box<str>] {
+        self.0.get(service).map_or(&[], |l| &l.slices)
+    }
+
+    fn entry(&mut self, service: &str) -> &mut Links {
+        if !self.0.contains_key(service) {
+            self.0.insert(service.into(), Links::default());
+        }
+        self.0.get_mut(service).expect("inserted above")
+    }
+
+    fn shared_name(&mut self, service: &str) -> Arc<str> {
+        match self.0.get_key_value(service) {
+            Some((name, _)) => name.clone(),
+            None => {
+                let name: Arc<str> = service.into();
+                self.0.insert(name.clone(), Links::default());
+                name
+            }
+        }
+    }
+
+    fn forget_if_empty(&mut self, service: &str) {
+        if self
+            .0
+            .get(service)
+            .is_some_and(|l| l.keys.is_none() && l.slices.is_empty())
+        {
+            self.0.remove(service);
+        }
     }
 }
 
 #[cfg(test)]
-mod slices_by_service_tests {
-    use super::SlicesByService;
+mod service_links_tests {
+    use std::sync::Arc;
+
+    use super::ServiceLinks;
+    use crate::cache::topology::TopologyKeys;
+
+    fn names(slices: &[Box<str>]) -> Vec<&str> {
+        slices.iter().map(|s| &**s).collect()
+    }
+
+    fn keys(k: &str) -> TopologyKeys {
+        TopologyKeys(Arc::from(vec![k.to_owned()]))
+    }
 
     #[test]
     fn keeps_each_services_slices_sorted_and_forgets_emptied_services() {
-        let mut links = SlicesByService::default();
+        let mut links = ServiceLinks::default();
         links.link("ns/a", "ns/a-2");
         links.link("ns/a", "ns/a-1");
         links.link("ns/a", "ns/a-2");
         links.link("ns/b", "ns/b-1");
-        assert_eq!(links.of("ns/a"), ["ns/a-1", "ns/a-2"]);
+        assert_eq!(names(links.slices_of("ns/a")), ["ns/a-1", "ns/a-2"]);
         links.unlink("ns/a", "ns/a-1");
         links.unlink("ns/a", "ns/missing");
-        assert_eq!(links.of("ns/a"), ["ns/a-2"]);
+        assert_eq!(names(links.slices_of("ns/a")), ["ns/a-2"]);
         links.unlink("ns/a", "ns/a-2");
-        assert!(links.of("ns/a").is_empty());
+        assert!(links.slices_of("ns/a").is_empty());
         assert_eq!(links.0.len(), 1, "only ns/b is left");
-        assert_eq!(links.of("ns/b"), ["ns/b-1"]);
+        assert_eq!(names(links.slices_of("ns/b")), ["ns/b-1"]);
+    }
+
+    #[test]
+    fn a_services_keys_and_slices_share_its_entry_until_both_are_gone() {
+        let mut links = ServiceLinks::default();
+        assert_eq!(links.set_keys("ns/a", Some(keys("zone"))), None);
+        let name = links.link("ns/a", "ns/a-1");
+        assert_eq!(&*name, "ns/a");
+        assert!(
+            Arc::ptr_eq(&name, &links.link("ns/a", "ns/a-2")),
+            "one copy of the name"
+        );
+        assert_eq!(
+            links.set_keys("ns/a", Some(keys("site"))),
+            Some(keys("zone"))
+        );
+        assert_eq!(links.keys("ns/a"), Some(&keys("site")));
+        assert_eq!(links.all_keys().count(), 1);
+        // The keys go: the slices stay.
+        assert_eq!(links.set_keys("ns/a", None), Some(keys("site")));
+        assert_eq!(links.keys("ns/a"), None);
+        assert_eq!(links.slices_of("ns/a").len(), 2);
+        links.unlink("ns/a", "ns/a-1");
+        links.unlink("ns/a", "ns/a-2");
+        assert_eq!(links.0.len(), 0, "nothing is left of ns/a");
+        // Keys alone keep an entry too.
+        links.set_keys("ns/b", Some(keys("zone")));
+        links.unlink("ns/b", "ns/b-1");
+        assert_eq!(links.keys("ns/b"), Some(&keys("zone")));
+        assert_eq!(links.set_keys("ns/c", None), None);
+        assert_eq!(links.0.len(), 1);
     }
 }
