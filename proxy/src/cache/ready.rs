@@ -127,6 +127,15 @@ impl Readiness {
         });
     }
 
+    /// Waits until every kind of `kinds` has synced with the API server
+    /// since the start.
+    pub async fn synced(&self, kinds: &[ResourceKind]) {
+        let all = KindSet::of(kinds);
+        let mut rx = self.confirmed.subscribe();
+        // The sender lives as long as `self`: the wait ends only when synced.
+        let _ = rx.wait_for(|set| set.0 & all.0 == all.0).await;
+    }
+
     /// While a served kind still holds the snapshot's data (not synced with
     /// the API server since the start): when that snapshot was taken.
     pub fn degraded(&self) -> Option<SystemTime> {
