@@ -4,7 +4,7 @@
 //! recomputed whenever an input they depend on changes.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet},
     sync::Arc,
 };
 
@@ -350,9 +350,11 @@ impl Writer {
 /// the keys of its EndpointSlices, sorted, in one entry whose name the
 /// slices' [`Stored::service`] share. A Service has one slice or a few, so
 /// they are a boxed slice (a `Vec` started at four); a Service with neither
-/// keys nor slices has no entry.
+/// keys nor slices has no entry. A B-tree, kept with full nodes after each
+/// list ([`ServiceLinks::compact`]): a hash map of 1,000 entries has 2,048
+/// buckets.
 #[derive(Debug, Default)]
-pub(super) struct ServiceLinks(HashMap<Arc<str>, Links>);
+pub(super) struct ServiceLinks(BTreeMap<Arc<str>, Links>);
 
 #[derive(Debug, Default)]
 struct Links {
@@ -417,6 +419,11 @@ impl ServiceLinks {
     /// The slices of `service`, in key order.
     pub(super) fn slices_of(&self, service: &str) -> &[Box<str>] {
         self.0.get(service).map_or(&[], |l| &l.slices)
+    }
+
+    /// Rebuilds the map with full nodes (after a list filled it in order).
+    pub(super) fn compact(&mut self) {
+        self.0 = super::packed_full(std::mem::take(&mut self.0));
     }
 
     fn entry(&mut self, service: &str) -> &mut Links {
