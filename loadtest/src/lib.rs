@@ -197,11 +197,22 @@ pub fn cpu_ms(pid: u32) -> f64 {
 
 /// The process's resident set, in KiB.
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// The process's anonymous resident memory (its heap and stacks, without
+/// the pages of its binary and libraries), in KiB.
+pub fn rss_anon_kib(pid: u32) -> u64 {
+    status_kib(pid, "RssAnon:")
+}
+
+/// A KiB figure of `/proc/<pid>/status` (0 when unreadable).
+fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)

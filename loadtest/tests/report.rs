@@ -129,10 +129,14 @@ async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
         churn: rows,
         profile: None,
         memory: Some(Memory {
+            starts: 3,
             idle_kib: 13_000,
             loaded_kib: 16_000,
+            idle_anon_kib: 2_000,
+            loaded_anon_kib: 4_500,
             endpoints: 10_000,
             idle_watchers: 100,
+            watched_from_kib: 16_000,
             with_watchers_kib: 18_000,
         }),
         lists: [Target::Direct, Target::Proxy]
@@ -195,6 +199,11 @@ async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
     assert!(
         md.contains(&format!("]({})", names.0)),
         "latency chart linked"
+    );
+    // 3,000 KiB more VmRSS and 2,500 KiB more RssAnon for 10,000 endpoints.
+    assert!(
+        md.contains("| per 10k endpoints | 2.93 MiB | 2.44 MiB |"),
+        "both memory figures per 10k endpoints:\n{md}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

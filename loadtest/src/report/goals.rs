@@ -226,10 +226,11 @@ fn memory(r: &Report) -> Vec<GoalRow> {
         GoalRow {
             goal: "RSS ≤ 3 MB per 10k endpoints",
             measured: format!(
-                "{} ({} endpoints: {} above idle)",
+                "{} ({} endpoints: {} above idle; RssAnon {} per 10k)",
                 fmt_mb(per_10k),
                 m.endpoints,
-                fmt_mb(mb(m.loaded_kib.saturating_sub(m.idle_kib) as f64))
+                fmt_mb(mb(m.loaded_kib.saturating_sub(m.idle_kib) as f64)),
+                fmt_mb(mb(m.anon_per_10k_endpoints_kib()))
             ),
             ratio: None,
             verdict: at_most(per_10k, 3.0, fmt_mb),

@@ -162,26 +162,41 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
         profile_section(&mut o, p, r.one_core.as_ref().map(|one| one.cpu));
     }
     if let Some(mem) = &r.memory {
-        let _ = writeln!(o, "## Memory (VmRSS)\n\n| state | RSS |\n|---|---|");
-        let _ = writeln!(o, "| idle (1 node, no Services) | {} |", mib(mem.idle_kib));
         let _ = writeln!(
             o,
-            "| {} endpoints loaded (EndpointSlices, Services, Nodes) | {} |",
-            mem.endpoints,
-            mib(mem.loaded_kib)
+            "## Memory\n\nMedians of {} proxy starts per state. VmRSS is what the goals judge; RssAnon is its heap and stacks, without the pages of the binary and libraries, which move by a few hundred KiB from start to start.\n\n| state | VmRSS | RssAnon |\n|---|---|---|",
+            mem.starts
         );
         let _ = writeln!(
             o,
-            "| with {} idle watches | {} |",
+            "| idle (1 node, no Services) | {} | {} |",
+            mib(mem.idle_kib),
+            mib(mem.idle_anon_kib)
+        );
+        let _ = writeln!(
+            o,
+            "| {} endpoints loaded (EndpointSlices, Services, Nodes) | {} | {} |",
+            mem.endpoints,
+            mib(mem.loaded_kib),
+            mib(mem.loaded_anon_kib)
+        );
+        let _ = writeln!(
+            o,
+            "| with {} idle watches | {} | – |",
             mem.idle_watchers,
             mib(mem.with_watchers_kib)
         );
         let _ = writeln!(
             o,
-            "| per 10k endpoints | {:.2} MiB |",
-            mem.per_10k_endpoints_kib() / 1024.0
+            "| per 10k endpoints | {:.2} MiB | {:.2} MiB |",
+            mem.per_10k_endpoints_kib() / 1024.0,
+            mem.anon_per_10k_endpoints_kib() / 1024.0
         );
-        let _ = writeln!(o, "| per idle watch | {:.1} KiB |\n", mem.per_watcher_kib());
+        let _ = writeln!(
+            o,
+            "| per idle watch | {:.1} KiB | – |\n",
+            mem.per_watcher_kib()
+        );
     }
     if !r.lists.is_empty() {
         let _ = writeln!(o, "## LIST (sequential, keep-alive, full body read)\n\n| scale | path | target | bytes | n | p50 | p99 |\n|---|---|---|---|---|---|---|");

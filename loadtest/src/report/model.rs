@@ -186,18 +186,26 @@ pub struct OneCore {
     pub row: ChurnRow,
 }
 
-/// The memory figures.
+/// The memory figures: each the median of [`Memory::starts`] proxy starts.
 #[derive(Debug, Clone, Default)]
 pub struct Memory {
+    /// Proxy starts per state.
+    pub starts: usize,
     /// The proxy with one node and no Services, KiB.
     pub idle_kib: u64,
     /// With the scale's cluster loaded (kube-proxy's kinds), KiB.
     pub loaded_kib: u64,
+    /// Its anonymous memory (RssAnon: heap and stacks), idle, KiB.
+    pub idle_anon_kib: u64,
+    /// Its anonymous memory loaded, KiB.
+    pub loaded_anon_kib: u64,
     /// Endpoints in the loaded cluster.
     pub endpoints: usize,
     /// Idle watches opened.
     pub idle_watchers: usize,
-    /// RSS with them open, KiB.
+    /// The RSS of the (last) loaded proxy the watches open on, before them, KiB.
+    pub watched_from_kib: u64,
+    /// Its RSS with them open, KiB.
     pub with_watchers_kib: u64,
 }
 
@@ -207,9 +215,16 @@ impl Memory {
         self.loaded_kib.saturating_sub(self.idle_kib) as f64 / (self.endpoints.max(1) as f64 / 1e4)
     }
 
+    /// Anonymous KiB per 10,000 endpoints above idle (without the binary's
+    /// pages, which move by a few hundred KiB from start to start).
+    pub fn anon_per_10k_endpoints_kib(&self) -> f64 {
+        self.loaded_anon_kib.saturating_sub(self.idle_anon_kib) as f64
+            / (self.endpoints.max(1) as f64 / 1e4)
+    }
+
     /// KiB per idle watcher.
     pub fn per_watcher_kib(&self) -> f64 {
-        self.with_watchers_kib.saturating_sub(self.loaded_kib) as f64
+        self.with_watchers_kib.saturating_sub(self.watched_from_kib) as f64
             / self.idle_watchers.max(1) as f64
     }
 }

@@ -15,7 +15,7 @@ use super::{
     model::{ChurnRow, ColdRow, ListRow, Lost, Memory, OneCore, Percentiles, Target},
     probe::{histogram, Probe, ProbeConfig, WatcherResult},
 };
-use crate::{client, cpu_ms, rss_kib};
+use crate::{client, cpu_ms, rss_anon_kib, rss_kib};
 
 /// What the watchers watch: kube-proxy's EndpointSlices.
 pub const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
@@ -277,8 +277,13 @@ async fn churn_phase(
     })
 }
 
+/// Proxy starts per memory state: a start's RSS moves by a few hundred KiB
+/// (which pages of the binary it touched), so each figure is a median.
+const MEMORY_STARTS: usize = 3;
+
 /// Memory: the proxy idle (one node, nothing else), with `scale`'s cluster
-/// loaded, and with `idle_watchers` watches open that nothing matches.
+/// loaded, and with `idle_watchers` watches open that nothing matches; the
+/// idle and loaded figures are medians of [`MEMORY_STARTS`] starts each.
 pub async fn memory(env: &Env, scale: Scale, idle_watchers: usize) -> Result<Memory> {
     env.progress.show("memory: idle proxy");
     let idle = Upstream::start(&sitegrid_fakeapi::sample::SyntheticSize {
@@ -288,20 +293,36 @@ pub async fn memory(env: &Env, scale: Scale, idle_watchers: usize) -> Result<Mem
         endpoints_per_service: 0,
     })
     .await?;
-    let idle_kib = {
-        let p = ProxyProcess::spawn(env, idle.addr(), "memory, idle")?;
+    let (mut idle_rss, mut idle_anon) = (Vec::new(), Vec::new());
+    for start in 1..=MEMORY_STARTS {
+        let p = ProxyProcess::spawn(env, idle.addr(), &format!("memory, idle {start}"))?;
         p.wait_served().await?;
         tokio::time::sleep(Duration::from_secs(2)).await;
-        rss_kib(p.pid())
-    };
+        idle_rss.push(rss_kib(p.pid()));
+        idle_anon.push(rss_anon_kib(p.pid()));
+    }
     env.progress
         .show(&format!("memory: {} loaded", scale.name()));
     let size = scale.size(env.nodes_per_site);
     let up = Upstream::start(&size).await?;
-    let p = ProxyProcess::spawn(env, up.addr(), &format!("memory, {} loaded", scale.name()))?;
-    p.wait_served().await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let loaded_kib = rss_kib(p.pid());
+    let (mut loaded_rss, mut loaded_anon) = (Vec::new(), Vec::new());
+    let mut last: Option<ProxyProcess> = None;
+    for start in 1..=MEMORY_STARTS {
+        // The previous start's proxy ends first: one at a time on the host.
+        drop(last.take());
+        let p = ProxyProcess::spawn(
+            env,
+            up.addr(),
+            &format!("memory, {} loaded {start}", scale.name()),
+        )?;
+        p.wait_served().await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        loaded_rss.push(rss_kib(p.pid()));
+        loaded_anon.push(rss_anon_kib(p.pid()));
+        last = Some(p);
+    }
+    let p = last.context("no loaded proxy")?;
+    let watched_from_kib = rss_kib(p.pid());
     env.progress
         .show(&format!("memory: {idle_watchers} idle watches"));
     let http = client();
@@ -319,12 +340,22 @@ pub async fn memory(env: &Env, scale: Scale, idle_watchers: usize) -> Result<Mem
     drop(open);
     env.progress.done("memory: done");
     Ok(Memory {
-        idle_kib,
-        loaded_kib,
+        starts: MEMORY_STARTS,
+        idle_kib: median(&mut idle_rss),
+        loaded_kib: median(&mut loaded_rss),
+        idle_anon_kib: median(&mut idle_anon),
+        loaded_anon_kib: median(&mut loaded_anon),
         endpoints: size.endpoints(),
         idle_watchers,
+        watched_from_kib,
         with_watchers_kib,
     })
+}
+
+/// The median of `values` (the upper one of an even count; 0 when empty).
+fn median(values: &mut [u64]) -> u64 {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied().unwrap_or(0)
 }
 
 /// LIST latency of EndpointSlices at each scale, `n` sequential requests
