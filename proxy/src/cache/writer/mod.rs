@@ -348,7 +348,10 @@ impl Writer {
         let gone: Vec<Box<str>> = up
             .objects
             .keys()
-            .filter(|k| !fresh.contains_key(&***k) && !kept.contains(&***k))
+            .filter(|k| {
+                let k: &str = k;
+                !fresh.contains_key(k) && !kept.contains(k)
+            })
             .cloned()
             .collect();
         let mut deleted: Vec<(String, Stored)> = gone
