@@ -245,27 +245,30 @@ fn long(part: &str) -> &str {
 /// accepts, is left out).
 fn write_labels(labels: Option<&Value>, out: &mut String) {
     let clean = |s: &str| !s.bytes().any(|b| b < 0x20);
-    let mut pairs: Vec<(&str, &str)> = labels
+    // Each key and value with its one-byte form, if it has one (found once).
+    fn word(s: &str) -> (&str, Option<char>) {
+        (s, short(s))
+    }
+    let mut pairs: Vec<[(&str, Option<char>); 2]> = labels
         .and_then(Value::as_object)
         .into_iter()
         .flatten()
         .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
         .filter(|(k, v)| clean(k) && clean(v))
+        .map(|(k, v)| [word(k), word(v)])
         .collect();
-    pairs.sort();
-    let kept = |s: &str| short(s).map_or(s.len(), |_| 1);
-    out.reserve_exact(pairs.iter().map(|(k, v)| kept(k) + kept(v) + 2).sum());
-    for (i, (k, v)) in pairs.iter().enumerate() {
-        if i > 0 {
-            out.push('\0');
-        }
-        for part in [k, v] {
-            match short(part) {
-                Some(c) => out.push(c),
-                None => out.push_str(part),
-            }
-            if std::ptr::eq(part, k) {
+    // Keys are unique: by key is by label.
+    pairs.sort_by(|a, b| a[0].0.cmp(b[0].0));
+    let len = |(s, c): &(&str, Option<char>)| c.map_or(s.len(), char::len_utf8);
+    out.reserve_exact(pairs.iter().map(|[k, v]| len(k) + len(v) + 2).sum());
+    for (i, pair) in pairs.iter().enumerate() {
+        for (j, (s, c)) in pair.iter().enumerate() {
+            if i + j > 0 {
                 out.push('\0');
+            }
+            match c {
+                Some(c) => out.push(*c),
+                None => out.push_str(s),
             }
         }
     }
