@@ -394,7 +394,7 @@ impl ServiceLinks {
     /// keep with the slice.
     pub(super) fn link(&mut self, service: &str, key: &str) -> Arc<str> {
         let name = self.shared_name(service);
-        let links = self.entry(service);
+        let links = self.0.get_mut(&*name).expect("shared_name keeps an entry");
         if let Err(at) = links.slices.binary_search_by(|k| (**k).cmp(key)) {
             let mut slices = std::mem::take(&mut links.slices).into_vec();
             slices.insert(at, key.into());
@@ -427,12 +427,11 @@ impl ServiceLinks {
     }
 
     fn entry(&mut self, service: &str) -> &mut Links {
-        if !self.0.contains_key(service) {
-            self.0.insert(service.into(), Links::default());
-        }
-        self.0.get_mut(service).expect("inserted above")
+        let name = self.shared_name(service);
+        self.0.get_mut(&*name).expect("shared_name keeps an entry")
     }
 
+    /// The entry's name for `service`, making the entry if there is none.
     fn shared_name(&mut self, service: &str) -> Arc<str> {
         match self.0.get_key_value(service) {
             Some((name, _)) => name.clone(),
