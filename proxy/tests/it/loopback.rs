@@ -23,15 +23,28 @@ async fn env(node: &str, slice_version: &'static str) -> Env {
         ..ApiServerConfig::default()
     });
     api.load(sample::two_sites(slice_version));
-    let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let client = kube::Config::new(upstream.url().parse().unwrap());
-    let proxy = start(
-        client,
+    let (upstream, proxy) = serve_and_sync(
+        &api,
         ProxyOptions::new(node, "127.0.0.1:0".parse().unwrap()),
     )
-    .await
-    .unwrap();
-    for _ in 0..200 {
+    .await;
+    let url = format!("http://{}", proxy.local_addr);
+    Env {
+        api,
+        _upstream: upstream,
+        proxy,
+        url,
+    }
+}
+
+/// Serves `api` on loopback and starts a proxy with `opts` against it;
+/// returns once the proxy has synced every kind it wants.
+async fn serve_and_sync(api: &ApiServer, opts: ProxyOptions) -> (ServerHandle, RunningProxy) {
+    let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let proxy = start(kube::Config::new(upstream.url().parse().unwrap()), opts)
+        .await
+        .unwrap();
+    for _ in 0..500 {
         if proxy.cache.readiness().is_ready() {
             break;
         }
@@ -41,13 +54,7 @@ async fn env(node: &str, slice_version: &'static str) -> Env {
         proxy.cache.readiness().is_ready(),
         "proxy synced from the upstream"
     );
-    let url = format!("http://{}", proxy.local_addr);
-    Env {
-        api,
-        _upstream: upstream,
-        proxy,
-        url,
-    }
+    (upstream, proxy)
 }
 
 fn slice_addresses(list: &Value) -> Vec<String> {
@@ -556,19 +563,9 @@ async fn endpoint_kinds_are_listed_after_services_and_nodes_have_synced() {
     let api = ApiServer::new(ApiServerConfig::default());
     // Enough Services for several pages of the proxy's upstream lists.
     api.load(sample::synthetic(4, 2, 100, 3, "v1"));
-    let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let mut opts = ProxyOptions::new("site-0-node-0", "127.0.0.1:0".parse().unwrap());
     opts.cache.on_demand = false;
-    let proxy = start(kube::Config::new(upstream.url().parse().unwrap()), opts)
-        .await
-        .unwrap();
-    for _ in 0..500 {
-        if proxy.cache.readiness().is_ready() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(proxy.cache.readiness().is_ready());
+    let (_upstream, _proxy) = serve_and_sync(&api, opts).await;
     let requests = api.requests();
     let lists = |resource: &str| -> Vec<usize> {
         requests
