@@ -9,8 +9,8 @@
 use std::{fs, path::Path};
 
 use serde_json::{json, Value};
+use sitegrid_cache::persist::{KindSnapshot, LoggedEvent, Snapshot, Text};
 use sitegrid_certs::{KeyMaterial, Pki};
-use sitegrid_proxy::cache::persist::{KindSnapshot, LoggedEvent, Snapshot, Text};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");

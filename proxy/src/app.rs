@@ -20,8 +20,6 @@ use tracing::{info, warn};
 use sitegrid_apimachinery::selector::LabelSelector;
 
 use crate::{
-    cache::membership::Locality,
-    cache::{self, persist, Cache, CacheConfig, ResourceKind},
     gateway::{self, stack::boxed_request, Gateway, GatewayConfig, Limits, RequestMetrics},
     handlers::HandlerSettings,
     http::tls::{ReloadingTls, TlsError, TlsFiles},
@@ -29,6 +27,7 @@ use crate::{
     passthrough::{AnonymousPassthrough, Passthrough},
     upstream::{upstream, upstream_without_credentials},
 };
+use sitegrid_cache::{self as cache, persist, Cache, CacheConfig, Locality, ResourceKind};
 
 /// What a proxy is started with besides its upstream client.
 #[derive(Debug, Clone)]
@@ -113,7 +112,7 @@ pub struct RunningProxy {
     /// Everything else (TLS reloads, the operator port): aborted when the proxy ends.
     tasks: JoinSet<()>,
     /// The upstream sync, on its own thread: stopped when the proxy ends.
-    sync: Option<cache::sync::SyncThread>,
+    sync: Option<crate::upstream::sync::SyncThread>,
 }
 
 /// How long the sync may take to stop (its last snapshot write included).
@@ -187,7 +186,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         None => persist::Opened::default(),
     };
     let (cache, writer) = cache::open(opts.cache, opened);
-    let sync = cache::sync::SyncThread::start(config.clone(), writer, locality.clone())?;
+    let sync = crate::upstream::sync::SyncThread::start(config.clone(), writer, locality.clone())?;
     if cache.readiness().restored_from().is_some() {
         tasks.spawn(serve_snapshot_when_offline(
             cache.clone(),

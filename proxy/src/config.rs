@@ -11,12 +11,12 @@ use sitegrid_runtime::{parse_duration, parse_positive_duration, serve::ConnLimit
 
 use crate::{
     app::ProxyOptions,
-    cache::CacheConfig,
     gateway::Limits,
     handlers::{HandlerSettings, WatchSettings},
     http::tls::TlsFiles,
     passthrough::AnonymousPassthrough,
 };
+use sitegrid_cache::CacheConfig;
 
 /// sitegrid-proxy: serves kube-proxy (and other informers) services,
 /// endpoints, endpointslices and this node's Node from a cache filtered to

@@ -1,20 +1,30 @@
 //! sitegrid-proxy: a site-filtered caching gateway between kube-proxy (and
 //! other informers) and the Kubernetes API server.
 //!
-//! The folders follow the data, and imports run one way (left to right):
+//! The layers, bottom up; each imports only those below it:
 //!
 //! ```text
-//! http ← upstream ← cache ← handlers ← gateway ← app
-//!                     ↑         passthrough ↗ ↑
-//!                     └──────── ops ──────────┘
+//! sitegrid-cache   (crate)  the projector and the served state: one Writer,
+//!                           per-kind stores of views encoded once, watch
+//!                           fan-out, readiness, the persisted snapshot
+//! http                      the body type, kube-apiserver-shaped responses, TLS
+//! upstream                  the feeds that keep the cache in sync (one
+//!                           list/watch per kind, the node membership), their
+//!                           error accounting, the passthrough client
+//! handlers, passthrough     LIST/GET/WATCH of the cached kinds; everything else upstream
+//! ops                       /healthz, /readyz, /metrics, /debug
+//! gateway                   the Tower stack: classify once, rescue, steer
+//! app, config               start-up, shutdown, flags
 //! ```
 //!
+//! The cache is a crate of its own so that the compiler holds the line:
+//! nothing in it can reach the API server, a socket or a request.
+//!
 //! - [`http`]: the body type, kube-apiserver-shaped responses, serving TLS.
-//! - [`upstream`]: what comes from the API server — the object type, the
-//!   list/watch stream per kind, the pooled client for passthrough.
-//! - [`cache`]: the served state. One [`cache::Writer`] (the projector, with
-//!   the topology filter) turns upstream events into per-kind stores of
-//!   views encoded once; [`cache::Cache`] is the cloneable read handle.
+//! - [`upstream`]: what comes from the API server — [`upstream::sync`] runs
+//!   one list/watch stream per kind into the cache's writer,
+//!   [`upstream::membership`] decides which Nodes to watch, and
+//!   [`upstream::client`] is the pooled client for passthrough.
 //! - [`handlers`]: LIST, GET and WATCH of the cached kinds, from a request
 //!   that is already parsed.
 //! - [`gateway`]: the Tower stack — classify every request once into a
@@ -25,7 +35,6 @@
 #![warn(missing_docs)]
 
 pub mod app;
-pub mod cache;
 pub mod config;
 pub mod gateway;
 pub mod handlers;

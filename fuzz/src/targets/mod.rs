@@ -14,8 +14,8 @@ pub use upstream::{projector, protobuf, watch_frames};
 
 /// Every view the cache serves, encoded as each EndpointSlice version would
 /// serve it, in JSON and protobuf (what a client could ask for).
-fn encode_every_view(cache: &sitegrid_proxy::cache::Cache) {
-    use sitegrid_proxy::cache::{ApiVersion, ResourceKind, Served};
+fn encode_every_view(cache: &sitegrid_cache::Cache) {
+    use sitegrid_cache::{ApiVersion, ResourceKind, Served};
     for kind in ResourceKind::ALL {
         let (views, _) = cache.store(kind).snapshot("");
         for view in views {

@@ -8,11 +8,10 @@ use http::{header, Method, Request};
 use http_body_util::{BodyExt as _, Empty};
 use kube::runtime::watcher::Event;
 use serde_json::json;
-use sitegrid_proxy::{
-    cache::{self, ApiVersion, Cache, CacheConfig, ResourceKind, Writer},
-    gateway::{self, stack::boxed_request, GatewayConfig},
-    upstream::UpstreamObject,
+use sitegrid_cache::{
+    self as cache, ApiVersion, Cache, CacheConfig, ResourceKind, UpstreamObject, Writer,
 };
+use sitegrid_proxy::gateway::{self, stack::boxed_request, GatewayConfig};
 use tower::ServiceExt as _;
 
 use crate::text;

@@ -1,6 +1,6 @@
 //! What the proxy reads back from its data directory.
 
-use sitegrid_proxy::cache::{self, persist, ApiVersion, CacheConfig};
+use sitegrid_cache::{self as cache, persist, ApiVersion, CacheConfig};
 
 /// The node the fuzzed snapshots are loaded for (the seeds were taken for it).
 const NODE: &str = "bj-1";

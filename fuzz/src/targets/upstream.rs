@@ -5,10 +5,7 @@ use kube::{
     runtime::watcher::Event,
 };
 use sitegrid_apimachinery::protobuf::{self, Kind};
-use sitegrid_proxy::{
-    cache::{self, ApiVersion, CacheConfig, ResourceKind},
-    upstream::UpstreamObject,
-};
+use sitegrid_cache::{self as cache, ApiVersion, CacheConfig, ResourceKind, UpstreamObject};
 
 use crate::text;
 

@@ -25,9 +25,9 @@ use k8s_pb::apimachinery::pkg::apis::meta::v1 as pb_meta;
 use k8s_pb::apimachinery::pkg::runtime::Unknown;
 use prost::Message;
 use serde_json::{json, Value};
+use sitegrid_cache::UpstreamObject;
 use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
 use sitegrid_loadtest::{client, cpu_ms, proxy_bin, rss_kib, spawn_proxy, wait_served, HttpClient};
-use sitegrid_proxy::upstream::UpstreamObject;
 
 /// Flags.
 #[derive(Debug, Parser)]

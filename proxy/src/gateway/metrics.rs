@@ -20,7 +20,7 @@ use prometheus_client::{
     registry::{Registry, Unit},
 };
 
-use crate::cache::ResourceKind;
+use sitegrid_cache::ResourceKind;
 
 /// Distinct `{verb, resource, code}` series kept before new resources are
 /// folded into `resource="other"`: passthrough resources come from client

@@ -16,7 +16,8 @@ pub use metrics::RequestMetrics;
 pub use route::{classify, CachedNodes, Route, RouteConfig};
 pub use stack::{build, Gateway, Limits};
 
-use crate::{cache::Cache, handlers::HandlerSettings, ops::Ops, passthrough::Passthrough};
+use crate::{handlers::HandlerSettings, ops::Ops, passthrough::Passthrough};
+use sitegrid_cache::Cache;
 
 /// What the stack is built from.
 pub struct GatewayConfig {

@@ -15,7 +15,6 @@ use sitegrid_apimachinery::{
 
 use super::query::Query;
 use crate::{
-    cache::{ApiVersion, Cache, NodeScopes, ResourceKind, Served},
     handlers::request::{
         CachedRequest, Filter, Format, ListFrom, ListRequest, RvMatch, Start, Verb, Versioning,
         WatchRequest,
@@ -24,6 +23,7 @@ use crate::{
     ops,
 };
 use sitegrid_apimachinery::path::ApiPath;
+use sitegrid_cache::{ApiVersion, Cache, NodeScopes, ResourceKind, Served};
 
 /// Where a request goes.
 #[derive(Debug, Clone)]

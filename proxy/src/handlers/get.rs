@@ -9,10 +9,7 @@ use super::{
     request::{CachedRequest, Format},
     table,
 };
-use crate::{
-    cache::{proto, Cache},
-    upstream::object_key,
-};
+use sitegrid_cache::{object_key, proto, Cache};
 
 /// The object body, or 404 as kube-apiserver words it.
 pub fn get(cache: &Cache, req: &CachedRequest, name: &str) -> Result<Bytes, Status> {

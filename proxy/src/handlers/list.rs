@@ -14,10 +14,8 @@ use super::{
     request::{CachedRequest, Format, ListFrom, ListRequest},
     table,
 };
-use crate::{
-    cache::{json as json_wire, Cache, View},
-    http::{framed::Join, Framed},
-};
+use crate::http::{framed::Join, Framed};
+use sitegrid_cache::{json as json_wire, Cache, View};
 
 /// How long a list for a not-yet-reached resourceVersion waits (as kube-apiserver's cache does).
 pub const RV_WAIT: Duration = Duration::from_secs(3);

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use sitegrid_apimachinery::Status;
 
-use crate::cache::{Cache, ResourceKind, Served, View};
+use sitegrid_cache::{Cache, ResourceKind, Served, View};
 
 /// The group/version of the metadata kinds.
 pub const API_VERSION: &str = "meta.k8s.io/v1";

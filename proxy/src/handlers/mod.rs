@@ -1,5 +1,5 @@
 //! Serving the cached kinds: LIST, GET and WATCH with kube-apiserver's
-//! semantics, from one generic handler over [`ResourceKind`](crate::cache::ResourceKind).
+//! semantics, from one generic handler over [`ResourceKind`](sitegrid_cache::ResourceKind).
 //! The request arrives parsed ([`request::CachedRequest`]); nothing here
 //! reads the URL or the headers again.
 
@@ -20,10 +20,8 @@ pub use list::RV_WAIT;
 use request::{CachedRequest, Format, Verb};
 pub use watch::WatchSettings;
 
-use crate::{
-    cache::Cache,
-    http::{response, Body, Framed},
-};
+use crate::http::{response, Body, Framed};
+use sitegrid_cache::Cache;
 
 /// Settings of the cache handlers.
 #[derive(Debug, Clone, Copy)]

@@ -12,10 +12,8 @@ use sitegrid_apimachinery::{
     Status,
 };
 
-use crate::{
-    cache::{ResourceKind, Served, View, Wire},
-    http::response::StatusEncoding,
-};
+use crate::http::response::StatusEncoding;
+use sitegrid_cache::{ResourceKind, Served, View, Wire};
 
 /// What a handler is asked for.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@ use serde_json::Value;
 use sitegrid_apimachinery::table::{self, IncludeObject};
 
 use super::request::CachedRequest;
-use crate::cache::{Cache, View};
+use sitegrid_cache::{Cache, View};
 
 /// Now, in unix seconds (for the Age column).
 fn now_unix() -> i64 {

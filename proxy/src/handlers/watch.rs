@@ -33,15 +33,13 @@ use super::{
     request::{CachedRequest, Format, Start, WatchRequest},
     table::row,
 };
-use crate::{
-    cache::{
-        json::{watch_frame, watch_frame_value},
-        proto, Cache, Event, EventType, View, WatcherHandle, WatcherInfo, Wire,
-    },
-    http::{
-        produced::{Produced, Sink},
-        response, Body, BoxError,
-    },
+use crate::http::{
+    produced::{Produced, Sink},
+    response, Body, BoxError,
+};
+use sitegrid_cache::{
+    json::{watch_frame, watch_frame_value},
+    proto, Cache, Event, EventType, View, WatcherHandle, WatcherInfo, Wire,
 };
 
 /// The longest a watch runs: `timeoutSeconds` may be as large as an int64

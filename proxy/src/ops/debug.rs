@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::cache::{Cache, ResourceKind};
+use sitegrid_cache::{Cache, ResourceKind};
 
 /// The cache summary served at `/debug/cache`.
 ///

@@ -9,13 +9,11 @@ use http::{Method, Request, Response, StatusCode};
 use sitegrid_apimachinery::Status;
 use sitegrid_runtime::ops::{self as runtime_ops, Operator};
 
-use crate::{
-    cache::Cache,
-    http::{
-        response::{boxed, json, status},
-        Body,
-    },
+use crate::http::{
+    response::{boxed, json, status},
+    Body,
 };
+use sitegrid_cache::Cache;
 
 /// An operator endpoint of the proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,70 +1,67 @@
-//! Why an upstream list or watch failed, read off kube's error: the reason
-//! the reflectors count (`upstream_errors_total{reason}`) and log.
+//! Why an upstream list or watch failed, read off kube's error (the reason
+//! the reflectors count in `upstream_errors_total{reason}`), and the one
+//! place a reflector's errors are recorded and logged ([`ErrorStreak`]).
 
 use std::error::Error as StdError;
 
 use kube::runtime::watcher;
 
-use super::deadline::DeadlineElapsed;
+use sitegrid_cache::{Cache, ResourceKind};
+use tracing::{debug, info, warn};
 
-/// Why an upstream list or watch failed: the `reason` label of
-/// `upstream_errors_total` (cache metrics).
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub enum Reason {
-    /// A body that is not the JSON it should be (a list refused whole, or
-    /// one watch event skipped).
-    Decode,
-    /// 429 Too Many Requests, after the client's own retries.
-    Throttled,
-    /// Any other 5xx answer.
-    ServerError,
-    /// Another error Status (4xx) than 410.
-    Rejected,
-    /// 410 Gone: the version watched from was compacted; a relist follows.
-    Expired,
-    /// No answer in time: a list past its deadline, a watch silent past its timeout.
-    Timeout,
-    /// The TLS handshake failed (e.g. a serving certificate not trusted).
-    Tls,
-    /// The connection could not be made or broke.
-    Connect,
-    /// Anything else.
-    Other,
+use super::deadline::DeadlineElapsed;
+pub use sitegrid_cache::UpstreamErrorReason as Reason;
+
+/// One reflector's errors: each is counted by reason and, while the kind
+/// has nothing to serve, marks the upstream unreachable; a spell of them
+/// is logged once — a warning when errors start or change reason, a note
+/// when the stream works again, and each retry in between at debug level.
+pub struct ErrorStreak {
+    kind: ResourceKind,
+    /// The reason of the last error, while errors go on.
+    reason: Option<Reason>,
+    /// Errors since the stream last worked.
+    errors: u64,
 }
 
-impl Reason {
-    /// Every reason, in label order.
-    pub const ALL: [Reason; 9] = [
-        Reason::Decode,
-        Reason::Throttled,
-        Reason::ServerError,
-        Reason::Rejected,
-        Reason::Expired,
-        Reason::Timeout,
-        Reason::Tls,
-        Reason::Connect,
-        Reason::Other,
-    ];
-
-    /// The label value (`server_error`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::Decode => "decode",
-            Reason::Throttled => "throttled",
-            Reason::ServerError => "server_error",
-            Reason::Rejected => "rejected",
-            Reason::Expired => "expired",
-            Reason::Timeout => "timeout",
-            Reason::Tls => "tls",
-            Reason::Connect => "connect",
-            Reason::Other => "other",
+impl ErrorStreak {
+    /// No errors yet, for the reflector of `kind`.
+    pub fn new(kind: ResourceKind) -> ErrorStreak {
+        ErrorStreak {
+            kind,
+            reason: None,
+            errors: 0,
         }
     }
-}
 
-impl std::fmt::Display for Reason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+    /// Records `err` in `cache`'s metrics and readiness, and logs it if it
+    /// starts a spell (or changes its reason).
+    pub fn failed(&mut self, cache: &Cache, err: &watcher::Error) {
+        let (kind, reason) = (self.kind, reason(err));
+        cache.metrics().upstream_error(kind, reason);
+        if !cache.readiness().is_served(kind) {
+            cache.readiness().upstream_unreachable();
+        }
+        self.errors += 1;
+        if reason == Reason::Expired {
+            // A compacted version: the watcher relists, as designed.
+            info!(resource = %kind, error = %err, "upstream watch expired; relisting");
+        } else if self.reason == Some(reason) {
+            debug!(resource = %kind, %reason, error = %err, "upstream list/watch failed again; retrying");
+        } else {
+            warn!(resource = %kind, %reason, error = %err, "upstream list/watch failed; retrying with backoff, the cache keeps serving (repeats are logged at debug level)");
+        }
+        self.reason = Some(reason);
+    }
+
+    /// The stream yielded an event: a spell of errors, if any, is over.
+    pub fn over(&mut self) {
+        if let Some(reason) = self.reason.take() {
+            if reason != Reason::Expired || self.errors > 1 {
+                info!(resource = %self.kind, errors = self.errors, last_reason = %reason, "upstream list/watch works again");
+            }
+        }
+        self.errors = 0;
     }
 }
 

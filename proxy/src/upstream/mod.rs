@@ -1,12 +1,14 @@
-//! What comes from the API server: the object type the reflectors decode
-//! into, one list/watch stream per resource, and the pooled client that
-//! carries passthrough requests.
+//! What comes from the API server, above the cache: the feeds that keep it
+//! in sync — one list/watch stream per kind ([`reflector`], run by
+//! [`sync`]) and the node membership that decides which Nodes to watch
+//! ([`membership`]) — their error accounting ([`errors`]), and the pooled
+//! client that carries passthrough requests ([`client`]).
 
 pub mod client;
 pub mod deadline;
 pub mod errors;
-pub mod object;
+pub mod membership;
 pub mod reflector;
+pub mod sync;
 
 pub use client::{upstream, upstream_without_credentials, Upstream};
-pub use object::{object_key, UpstreamObject};

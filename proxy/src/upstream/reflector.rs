@@ -16,7 +16,7 @@ use kube::{
     Api, Client,
 };
 
-use super::UpstreamObject;
+use sitegrid_cache::UpstreamObject;
 
 /// One item of a resource's list/watch stream.
 pub type Item = Result<watcher::Event<UpstreamObject>, watcher::Error>;

@@ -9,12 +9,13 @@ use http::{Request, Response};
 use http_body_util::{BodyExt, Empty};
 use kube::runtime::watcher::Event as W;
 use serde_json::{json, Value};
+use sitegrid_cache::{
+    self as cache, ApiVersion, Cache, CacheConfig, ResourceKind, UpstreamObject, Writer,
+};
 use sitegrid_proxy::{
-    cache::{self, ApiVersion, Cache, CacheConfig, ResourceKind, Writer},
     gateway::{self, stack::boxed_request, Gateway, GatewayConfig},
     handlers::HandlerSettings,
     http::Body,
-    upstream::UpstreamObject,
 };
 use tower::ServiceExt;
 

@@ -9,10 +9,10 @@ use http::{Method, Request};
 use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use serde_json::{json, Value};
+use sitegrid_cache::CacheConfig;
 use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig, ServerHandle};
 use sitegrid_proxy::{
     app::{start, ProxyOptions, RunningProxy},
-    cache::CacheConfig,
     gateway::{self, stack::boxed_request, GatewayConfig, Limits},
     passthrough::AnonymousPassthrough,
 };

@@ -4,7 +4,8 @@ use crate::common::*;
 use http_body_util::BodyExt;
 use kube::runtime::watcher::Event as W;
 use serde_json::{json, Value};
-use sitegrid_proxy::{cache::CacheConfig, cache::ResourceKind, handlers::HandlerSettings};
+use sitegrid_cache::{CacheConfig, ResourceKind};
+use sitegrid_proxy::handlers::HandlerSettings;
 
 const KUBE_PROXY_LS: &str = "labelSelector=%21service.kubernetes.io%2Fheadless%2C%21service.kubernetes.io%2Fservice-proxy-name";
 
@@ -355,7 +356,7 @@ async fn kubectl_gets_tables_with_the_apiservers_columns() {
 
 #[tokio::test(start_paused = true)]
 async fn requests_before_the_first_sync_wait_then_get_503() {
-    let (cache, _slot) = sitegrid_proxy::cache::new(CacheConfig::default());
+    let (cache, _slot) = sitegrid_cache::new(CacheConfig::default());
     let app = app(cache, HandlerSettings::default());
     let (code, s) = get_json(&app, "/api/v1/services").await;
     assert_eq!(code, 503);
@@ -433,7 +434,7 @@ async fn metadata_only_lists_gets_and_watches_as_kube_apiserver_transforms_them(
     bj2["metadata"]["resourceVersion"] = json!("900");
     p.handle(
         ResourceKind::Nodes,
-        W::Apply(sitegrid_proxy::upstream::UpstreamObject::from_json(&bj2.to_string()).unwrap()),
+        W::Apply(sitegrid_cache::UpstreamObject::from_json(&bj2.to_string()).unwrap()),
     );
     let f = frames(&mut stream, 1).await;
     assert_eq!(f[0]["type"], "MODIFIED");

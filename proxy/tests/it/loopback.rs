@@ -600,7 +600,7 @@ async fn endpoint_kinds_are_listed_after_services_and_nodes_have_synced() {
 /// out of its views.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_heartbeats_go_no_further_and_nodes_changing_site_move_their_endpoints() {
-    use sitegrid_proxy::cache::{EventType, ResourceKind};
+    use sitegrid_cache::{EventType, ResourceKind};
     let e = env("bj-1", "v1").await;
     let demo = format!(
         "{}/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
@@ -690,10 +690,8 @@ async fn node_heartbeats_go_no_further_and_nodes_changing_site_move_their_endpoi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_proxy_behind_its_site_proxy_serves_what_a_direct_one_does() {
     use sitegrid_apimachinery::selector::LabelSelector;
-    use sitegrid_proxy::{
-        cache::{Cache, ResourceKind},
-        passthrough::AnonymousPassthrough,
-    };
+    use sitegrid_cache::{Cache, ResourceKind};
+    use sitegrid_proxy::passthrough::AnonymousPassthrough;
     async fn ready(cache: &Cache) {
         for _ in 0..250 {
             if cache.readiness().is_ready() {
@@ -852,7 +850,8 @@ async fn a_node_proxy_behind_its_site_proxy_serves_what_a_direct_one_does() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_site_proxy_restart_costs_the_node_proxys_watchers_nothing() {
     use sitegrid_apimachinery::selector::LabelSelector;
-    use sitegrid_proxy::{cache::Cache, passthrough::AnonymousPassthrough};
+    use sitegrid_cache::Cache;
+    use sitegrid_proxy::passthrough::AnonymousPassthrough;
     async fn ready(cache: &Cache) {
         for _ in 0..250 {
             if cache.readiness().is_ready() {

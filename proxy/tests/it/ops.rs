@@ -8,11 +8,11 @@ use http::{Method, Request, Response};
 use http_body_util::{BodyExt, Empty};
 use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
+use sitegrid_cache::{
+    self as cache, ApiVersion, Cache, CacheConfig, ResourceKind, UpstreamErrorReason, WatcherInfo,
+    Writer,
+};
 use sitegrid_proxy::{
-    cache::{
-        self, ApiVersion, Cache, CacheConfig, ResourceKind, UpstreamErrorReason, WatcherInfo,
-        Writer,
-    },
     gateway::{
         self,
         metrics::{RequestMetrics, RequestResource, RequestVerb},

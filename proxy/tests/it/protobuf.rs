@@ -12,11 +12,8 @@ use k8s_pb::apimachinery::pkg::runtime::Unknown;
 use kube::runtime::watcher::Event as W;
 use prost::Message;
 use serde_json::Value;
-use sitegrid_proxy::{
-    cache::{CacheConfig, ResourceKind},
-    handlers::HandlerSettings,
-    http::Body,
-};
+use sitegrid_cache::{CacheConfig, ResourceKind};
+use sitegrid_proxy::{handlers::HandlerSettings, http::Body};
 
 use crate::common::*;
 

@@ -12,14 +12,12 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use serde_json::{json, Value};
+use sitegrid_cache::CacheConfig;
 use sitegrid_fakeapi::{
     apiserver::{Corruption, FaultVerb},
     sample, ApiServer, ApiServerConfig, ServerHandle,
 };
-use sitegrid_proxy::{
-    app::{start, ProxyOptions, RunningProxy},
-    cache::CacheConfig,
-};
+use sitegrid_proxy::app::{start, ProxyOptions, RunningProxy};
 
 /// Bounds every wait: a proxy that does not recover fails the test.
 const LIMIT: Duration = Duration::from_secs(20);

@@ -6,11 +6,8 @@ use std::time::Duration;
 use crate::common::*;
 use kube::runtime::watcher::Event as W;
 use serde_json::json;
-use sitegrid_proxy::{
-    cache::CacheConfig,
-    cache::ResourceKind,
-    handlers::{HandlerSettings, WatchSettings},
-};
+use sitegrid_cache::{CacheConfig, ResourceKind};
+use sitegrid_proxy::handlers::{HandlerSettings, WatchSettings};
 
 fn fast_bookmarks() -> HandlerSettings {
     HandlerSettings {
@@ -22,7 +19,7 @@ fn fast_bookmarks() -> HandlerSettings {
 }
 
 /// `default/plain-echo` upstream now has one address, `ip` on bj-1, at version `rv`.
-fn plain_echo_at(p: &mut sitegrid_proxy::cache::Writer, ip: &str, rv: u64) {
+fn plain_echo_at(p: &mut sitegrid_cache::Writer, ip: &str, rv: u64) {
     p.handle(
         ResourceKind::Endpoints,
         W::Apply(endpoints("default", "plain-echo", &[(ip, "bj-1")], rv)),

@@ -6,12 +6,11 @@ use std::{collections::BTreeMap, sync::Arc};
 use serde_json::{value::RawValue, Map, Value};
 
 use crate::{
-    cache::{
-        encode::packed::{Packed, Shelf},
-        kind::ResourceKind,
-        topology::SERVICE_NAME_LABEL,
-    },
-    upstream::{object_key, UpstreamObject},
+    encode::packed::{Packed, Shelf},
+    kind::ResourceKind,
+    object::object_key,
+    topology::SERVICE_NAME_LABEL,
+    UpstreamObject,
 };
 
 /// What the writer keeps of an upstream object between events.

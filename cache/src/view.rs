@@ -14,7 +14,7 @@ use super::{
     },
     kind::{ApiVersion, ResourceKind, Served},
 };
-use crate::upstream::object_key;
+use crate::object::object_key;
 
 /// One object in a resource's served state, at one proxy resourceVersion.
 ///

@@ -27,7 +27,6 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
-    fmt,
     sync::Arc,
     time::Duration,
 };
@@ -42,73 +41,18 @@ use kube::{
     Api,
 };
 use serde_json::json;
-use sitegrid_apimachinery::selector::{LabelSelector, Operator};
+use sitegrid_apimachinery::selector::Operator;
 use tokio::{
     sync::{mpsc, watch},
     task::{AbortHandle, JoinSet},
 };
 use tracing::{debug, info};
 
-use super::{kind::ResourceKind, Cache, NodeScopes, WriterInput};
-use crate::upstream::{reflector, UpstreamObject};
+use sitegrid_cache::{
+    ApiVersion, Cache, Locality, NodeScopes, ResourceKind, UpstreamObject, WriterInput,
+};
 
-/// Whose view a proxy serves.
-#[derive(Debug, Clone)]
-pub enum Locality {
-    /// One node's (kube-proxy's proxy on that node).
-    Node(String),
-    /// Every node the selector matches, as one site: the union of their views
-    /// (a site proxy, the upstream of the node proxies of its site).
-    Site(LabelSelector),
-}
-
-impl Locality {
-    /// Whether a node with `name` and `labels` is one this proxy serves.
-    pub fn is_local(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
-        match self {
-            Locality::Node(n) => n == name,
-            Locality::Site(selector) => selector.matches(labels),
-        }
-    }
-
-    /// Who a snapshot was taken for: the node's name, or `site <selector>`.
-    pub fn owner(&self) -> String {
-        match self {
-            Locality::Node(n) => n.clone(),
-            Locality::Site(_) => self.to_string(),
-        }
-    }
-
-    /// The node's name, for a node proxy.
-    pub fn node(&self) -> Option<&str> {
-        match self {
-            Locality::Node(n) => Some(n),
-            Locality::Site(_) => None,
-        }
-    }
-}
-
-impl From<&str> for Locality {
-    fn from(node: &str) -> Self {
-        Locality::Node(node.to_owned())
-    }
-}
-
-impl From<String> for Locality {
-    fn from(node: String) -> Self {
-        Locality::Node(node)
-    }
-}
-
-impl fmt::Display for Locality {
-    /// `node bj-1` or `site zone=bj` (logs and the snapshot's owner).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Locality::Node(n) => write!(f, "node {n}"),
-            Locality::Site(s) => write!(f, "site {s}"),
-        }
-    }
-}
+use super::{errors::ErrorStreak, reflector};
 
 /// Which watch a node came from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -279,9 +223,9 @@ impl Membership {
     }
 
     /// The scopes whose nodes the writer has been given in full.
-    pub fn scopes(&self) -> super::NodeScopes {
+    pub fn scopes(&self) -> NodeScopes {
         if !self.started {
-            return super::NodeScopes::new();
+            return NodeScopes::new();
         }
         self.scopes
             .iter()
@@ -513,7 +457,7 @@ fn stream_of(
     else {
         return None;
     };
-    let resource = ResourceKind::Nodes.api_resource(super::kind::ApiVersion::V1);
+    let resource = ResourceKind::Nodes.api_resource(ApiVersion::V1);
     let mut config = reflector::config(watch_timeout);
     if let Some(l) = labels {
         config = config.labels(l);
@@ -548,7 +492,7 @@ pub async fn reflect_nodes(
     let (feed_tx, mut feed) = mpsc::channel::<(Source, u64, reflector::Item)>(256);
     let mut tasks = JoinSet::new();
     let mut running: HashMap<Source, AbortHandle> = HashMap::new();
-    let mut trouble = super::sync::Trouble::default();
+    let mut errors = ErrorStreak::new(ResourceKind::Nodes);
     let (mut machine, mut step) = Membership::new(locality);
     let mut told = NodeScopes::new();
     let initial = keys.borrow_and_update().clone();
@@ -615,16 +559,11 @@ pub async fn reflect_nodes(
             }
             Some((source, generation, item)) = feed.recv() => match item {
                 Ok(event) => {
-                    trouble.over(ResourceKind::Nodes);
+                    errors.over();
                     machine.event(&source, generation, event)
                 }
                 Err(err) => {
-                    let reason = crate::upstream::errors::reason(&err);
-                    cache.metrics().upstream_error(ResourceKind::Nodes, reason);
-                    if !cache.readiness().is_served(ResourceKind::Nodes) {
-                        cache.readiness().upstream_unreachable();
-                    }
-                    trouble.failed(ResourceKind::Nodes, reason, &err);
+                    errors.failed(&cache, &err);
                     Step::default()
                 }
             },

@@ -14,13 +14,10 @@ use tracing::warn;
 
 use super::Writer;
 use crate::{
-    cache::{
-        kind::{ApiVersion, ResourceKind},
-        persist::{Capture, Disk},
-        topology::TopologyKeys,
-        Cache,
-    },
-    upstream::UpstreamObject,
+    kind::{ApiVersion, ResourceKind},
+    persist::{Capture, Disk},
+    topology::TopologyKeys,
+    Cache, UpstreamObject,
 };
 
 /// How often the writer checks whether a snapshot is due.

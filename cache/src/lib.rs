@@ -1,20 +1,40 @@
-//! The proxy's cache: per-resource served state, built by the one
+//! sitegrid-proxy's cache: per-resource served state, built by the one
 //! [`Writer`] (the projector) from the upstream reflectors' events and read
-//! through cloneable [`Cache`] handles.
+//! through cloneable [`Cache`] handles. It does no I/O but the snapshot
+//! file: the proxy's `upstream` feeds it, its handlers read it.
 //!
 //! The type system says who may write: [`new`] returns the only
 //! [`WriterSlot`], which becomes the [`Writer`] once the upstream's
 //! EndpointSlice version is known; a `Cache` has read methods only.
+//!
+//! In the order data flows:
+//!
+//! - [`UpstreamObject`]: an object as the API server sent it (raw JSON and
+//!   the metadata the reflectors need).
+//! - `writer`: the projector. It keeps the upstream objects, buffers
+//!   relists, and recomputes the views of Endpoints and EndpointSlices
+//!   through [`topology`] for the [`Locality`] served; each change that
+//!   alters what a client sees gets the next resourceVersion.
+//! - `encode`, [`View`]: each view encoded once per wire format, kept
+//!   compressed.
+//! - [`Store`], [`Event`]: the served objects and the resume log of one
+//!   kind, with the broadcast that watchers follow ([`WatcherRegistry`]
+//!   counts them).
+//! - [`Readiness`]: which kinds are served, from the API server or from a
+//!   snapshot.
+//! - [`persist`]: the snapshot in the data directory, written behind the
+//!   writer and read at start.
+#![warn(missing_docs)]
 
 mod encode;
 mod event;
 pub mod kind;
-pub mod membership;
+mod locality;
 mod metrics;
+mod object;
 pub mod persist;
 mod ready;
 mod store;
-pub mod sync;
 pub mod topology;
 mod view;
 mod watchers;
@@ -30,7 +50,9 @@ use tokio::sync::watch;
 pub use encode::{json, proto, Encoded, Wire};
 pub use event::{Event, EventType};
 pub use kind::{ApiVersion, PerKind, ResourceKind, Served};
+pub use locality::Locality;
 pub use metrics::{CacheMetrics, UpstreamErrorReason};
+pub use object::{object_key, UpstreamObject};
 pub use ready::Readiness;
 pub use store::{Change, Sizes, Store, StoreExport, Subscription, TooOld};
 pub use view::{View, ViewLabels};
@@ -38,7 +60,7 @@ pub use watchers::{WatcherHandle, WatcherInfo, WatcherRegistry, WatcherSnapshot}
 pub use writer::{UpstreamEvent, Writer, WriterInput, WriterSlot};
 
 /// The node scopes the cache holds: label key → the values whose nodes it
-/// has (see [`membership`]).
+/// has (the proxy's node membership decides them).
 pub type NodeScopes = std::collections::BTreeMap<String, std::collections::BTreeSet<String>>;
 
 /// Sizes of the bounded buffers, and how the upstream is read.
@@ -196,7 +218,7 @@ impl Cache {
     }
 
     /// Records the scopes the writer has been given in full.
-    pub(crate) fn set_node_scopes(&self, scopes: NodeScopes) {
+    pub fn set_node_scopes(&self, scopes: NodeScopes) {
         *self.0.node_scopes.write() = scopes;
     }
 

@@ -21,7 +21,7 @@ use std::{cell::RefCell, sync::OnceLock};
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::cache::kind::ResourceKind;
+use crate::kind::ResourceKind;
 
 use super::{with_scratch, Wire};
 

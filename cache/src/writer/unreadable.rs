@@ -14,8 +14,8 @@ use tracing::{debug, info, warn};
 
 use super::Writer;
 use crate::{
-    cache::kind::{PerKind, ResourceKind, Served},
-    upstream::UpstreamObject,
+    kind::{PerKind, ResourceKind, Served},
+    UpstreamObject,
 };
 
 /// The objects skipped so far, by key, with the resourceVersion last logged:

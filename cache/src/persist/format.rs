@@ -29,7 +29,7 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::View;
+use crate::View;
 
 /// The file's first bytes.
 const MAGIC: &[u8; 8] = b"SGPXSNAP";

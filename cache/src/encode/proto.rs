@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use sitegrid_apimachinery::{protobuf, Status};
 
-use crate::cache::kind::Served;
+use crate::kind::Served;
 
 /// A whole object of `served` on the wire: its message in the envelope.
 pub fn object(served: Served, message: &[u8]) -> Bytes {

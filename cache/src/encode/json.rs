@@ -16,7 +16,7 @@ use super::{
     packed::{Packed, Shelf},
     with_scratch, Wire,
 };
-use crate::cache::kind::{ResourceKind, Served};
+use crate::kind::{ResourceKind, Served};
 
 /// A body plus the byte range of its resourceVersion digits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -234,7 +234,7 @@ pub fn watch_frame_value(event_type: &str, object: &Value) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::kind::{ApiVersion, ResourceKind};
+    use crate::kind::{ApiVersion, ResourceKind};
     use serde_json::json;
 
     fn obj(v: Value) -> Map<String, Value> {
@@ -291,13 +291,8 @@ mod tests {
             version: ApiVersion::V1beta1,
         };
         let (head, tail) = list_frame(served, &json!({"resourceVersion":"9"}));
-        let body = crate::http::Framed::new(
-            head,
-            vec![a.bytes()],
-            tail,
-            crate::http::framed::Join::Comma,
-        )
-        .into_bytes();
+        // One item: the list is the frame around it.
+        let body = [head, a.bytes(), tail].concat();
         assert_eq!(
             std::str::from_utf8(&body).unwrap(),
             "{\"kind\":\"EndpointSliceList\",\"apiVersion\":\"discovery.k8s.io/v1beta1\",\"metadata\":{\"resourceVersion\":\"9\"},\"items\":[{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"1\"}}]}\n"

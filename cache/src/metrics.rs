@@ -21,7 +21,67 @@ use super::{
     kind::{PerKind, ResourceKind},
     Cache,
 };
-pub use crate::upstream::errors::Reason as UpstreamErrorReason;
+
+/// Why an upstream list or watch failed: the `reason` label of
+/// `upstream_errors_total` (the upstream feeds tell the reason).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum UpstreamErrorReason {
+    /// A body that is not the JSON it should be (a list refused whole, or
+    /// one watch event skipped).
+    Decode,
+    /// 429 Too Many Requests, after the client's own retries.
+    Throttled,
+    /// Any other 5xx answer.
+    ServerError,
+    /// Another error Status (4xx) than 410.
+    Rejected,
+    /// 410 Gone: the version watched from was compacted; a relist follows.
+    Expired,
+    /// No answer in time: a list past its deadline, a watch silent past its timeout.
+    Timeout,
+    /// The TLS handshake failed (e.g. a serving certificate not trusted).
+    Tls,
+    /// The connection could not be made or broke.
+    Connect,
+    /// Anything else.
+    Other,
+}
+
+impl UpstreamErrorReason {
+    /// Every reason, in label order.
+    pub const ALL: [UpstreamErrorReason; 9] = [
+        UpstreamErrorReason::Decode,
+        UpstreamErrorReason::Throttled,
+        UpstreamErrorReason::ServerError,
+        UpstreamErrorReason::Rejected,
+        UpstreamErrorReason::Expired,
+        UpstreamErrorReason::Timeout,
+        UpstreamErrorReason::Tls,
+        UpstreamErrorReason::Connect,
+        UpstreamErrorReason::Other,
+    ];
+
+    /// The label value (`server_error`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpstreamErrorReason::Decode => "decode",
+            UpstreamErrorReason::Throttled => "throttled",
+            UpstreamErrorReason::ServerError => "server_error",
+            UpstreamErrorReason::Rejected => "rejected",
+            UpstreamErrorReason::Expired => "expired",
+            UpstreamErrorReason::Timeout => "timeout",
+            UpstreamErrorReason::Tls => "tls",
+            UpstreamErrorReason::Connect => "connect",
+            UpstreamErrorReason::Other => "other",
+        }
+    }
+}
+
+impl std::fmt::Display for UpstreamErrorReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// What the counters count, in [`COUNTED`] order.
 #[derive(Clone, Copy, Debug)]

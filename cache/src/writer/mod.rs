@@ -29,12 +29,11 @@ use tracing::{debug, info, warn};
 
 use super::{
     kind::{ApiVersion, PerKind, ResourceKind},
-    membership::Locality,
     persist::Disk,
     topology::{NodeLabels, TopologyKeys},
-    Cache, Change, EventType, NodeScopes, Shared, View,
+    Cache, Change, EventType, Locality, NodeScopes, Shared, View,
 };
-use crate::upstream::UpstreamObject;
+use crate::UpstreamObject;
 use incoming::{Incoming, Once, Rv, Stored};
 use persisting::Persister;
 use project::ServiceLinks;

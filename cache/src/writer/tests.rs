@@ -8,11 +8,8 @@ use kube::runtime::watcher::Event as W;
 use serde_json::{json, Value};
 
 use crate::{
-    cache::{
-        with_start_rv, ApiVersion, Cache, CacheConfig, EventType, ResourceKind, ResourceKind::*,
-        Served, Wire,
-    },
-    upstream::UpstreamObject,
+    with_start_rv, ApiVersion, Cache, CacheConfig, EventType, ResourceKind, ResourceKind::*,
+    Served, UpstreamObject, Wire,
 };
 
 use super::Writer;
@@ -426,10 +423,10 @@ fn exact_snapshot_rolls_back_and_old_versions_are_too_old() {
 /// What a restarted proxy gets from `cache`'s writer `p`: the snapshot's bytes, read back.
 fn restart_from(p: &Writer, node: &str) -> (Cache, super::WriterSlot) {
     let bytes = p.capture().snapshot().encode().unwrap();
-    let restored = crate::cache::persist::load(&bytes, node).unwrap();
-    crate::cache::open(
+    let restored = crate::persist::load(&bytes, node).unwrap();
+    crate::open(
         CacheConfig::default(),
-        crate::cache::persist::Opened {
+        crate::persist::Opened {
             disk: None,
             restored: Some(restored),
         },
@@ -560,9 +557,9 @@ fn a_snapshot_taken_for_another_node_is_refused() {
     let (_cache, mut p) = writer("bj-1");
     two_sites(&mut p);
     let bytes = p.capture().snapshot().encode().unwrap();
-    let err = crate::cache::persist::load(&bytes, "gz-1").err().unwrap();
+    let err = crate::persist::load(&bytes, "gz-1").err().unwrap();
     assert!(err.contains("\"bj-1\""), "{err}");
-    let err = crate::cache::persist::load(&bytes[..bytes.len() / 2], "bj-1")
+    let err = crate::persist::load(&bytes[..bytes.len() / 2], "bj-1")
         .err()
         .unwrap();
     assert!(err.starts_with("truncated"), "{err}");

@@ -10,12 +10,9 @@ use tokio::{sync::mpsc, task::JoinSet};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, error, info, warn};
 
-use super::{
-    kind::{ApiVersion, ResourceKind},
-    membership::{self, Locality},
-    Cache, UpstreamErrorReason, WriterInput, WriterSlot,
-};
-use crate::upstream::{errors, reflector};
+use sitegrid_cache::{ApiVersion, Cache, Locality, ResourceKind, WriterInput, WriterSlot};
+
+use super::{errors::ErrorStreak, membership, reflector};
 
 /// How long past its `timeoutSeconds` an upstream watch may stay silent
 /// before it is taken for stalled.
@@ -68,7 +65,7 @@ impl SyncThread {
                     let settings = *slot.cache().config();
                     // A watch asked to end after `watch_timeout` and silent for
                     // 2 s more has stalled (kube-runtime's own guard is at 5 s).
-                    let client = match crate::upstream::client::reflector_client(
+                    let client = match super::client::reflector_client(
                         &config,
                         settings.list_timeout,
                         settings.watch_timeout + WATCH_IDLE_MARGIN,
@@ -189,7 +186,7 @@ pub async fn run(
 }
 
 /// One kind's list/watch, forwarded to the writer; errors are counted (by
-/// reason), logged once per spell of trouble, and retried.
+/// reason), logged once per streak, and retried.
 async fn reflect(
     client: kube::Client,
     kind: ResourceKind,
@@ -200,67 +197,19 @@ async fn reflect(
     let resource = kind.api_resource(slice_version);
     let watch_timeout = cache.config().watch_timeout;
     let mut events = std::pin::pin!(reflector::watch(client, &resource, watch_timeout));
-    let mut trouble = Trouble::default();
+    let mut errors = ErrorStreak::new(kind);
     while let Some(item) = events.next().await {
         match item {
             Ok(event) => {
-                trouble.over(kind);
+                errors.over();
                 if tx.send((kind, event).into()).await.is_err() {
                     debug!(resource = %kind, "writer gone; reflector stops");
                     return;
                 }
             }
             // The backoff stream retries by itself; the cache keeps serving meanwhile.
-            Err(err) => {
-                let reason = errors::reason(&err);
-                cache.metrics().upstream_error(kind, reason);
-                if !cache.readiness().is_served(kind) {
-                    cache.readiness().upstream_unreachable();
-                }
-                trouble.failed(kind, reason, &err);
-            }
+            Err(err) => errors.failed(&cache, &err),
         }
-    }
-}
-
-/// A reflector's spell of errors, so that a storm of them is logged once:
-/// a warning when errors start or change reason, a note when the stream
-/// works again, and each retry in between at debug level (all are counted
-/// in `upstream_errors_total`).
-#[derive(Default)]
-pub(super) struct Trouble {
-    /// The reason of the last error, while errors go on.
-    reason: Option<UpstreamErrorReason>,
-    /// Errors since the stream last worked.
-    errors: u64,
-}
-
-impl Trouble {
-    pub(super) fn failed(
-        &mut self,
-        kind: ResourceKind,
-        reason: UpstreamErrorReason,
-        err: &impl std::fmt::Display,
-    ) {
-        self.errors += 1;
-        if reason == UpstreamErrorReason::Expired {
-            // A compacted version: the watcher relists, as designed.
-            info!(resource = %kind, error = %err, "upstream watch expired; relisting");
-        } else if self.reason == Some(reason) {
-            debug!(resource = %kind, %reason, error = %err, "upstream list/watch failed again; retrying");
-        } else {
-            warn!(resource = %kind, %reason, error = %err, "upstream list/watch failed; retrying with backoff, the cache keeps serving (repeats are logged at debug level)");
-        }
-        self.reason = Some(reason);
-    }
-
-    pub(super) fn over(&mut self, kind: ResourceKind) {
-        if let Some(reason) = self.reason.take() {
-            if reason != UpstreamErrorReason::Expired || self.errors > 1 {
-                info!(resource = %kind, errors = self.errors, last_reason = %reason, "upstream list/watch works again");
-            }
-        }
-        self.errors = 0;
     }
 }
 

@@ -19,11 +19,8 @@ use sitegrid_apimachinery::selector::LabelSelector;
 
 use super::Writer;
 use crate::{
-    cache::{
-        membership::Locality, topology::TopologyKeys, with_start_rv, ApiVersion, Cache,
-        CacheConfig, ResourceKind, ResourceKind::*,
-    },
-    upstream::UpstreamObject,
+    topology::TopologyKeys, with_start_rv, ApiVersion, Cache, CacheConfig, Locality, ResourceKind,
+    ResourceKind::*, UpstreamObject,
 };
 
 const ZONES: [&str; 3] = ["z0", "z1", "z2"];

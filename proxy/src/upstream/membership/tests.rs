@@ -1,3 +1,5 @@
+use sitegrid_apimachinery::selector::LabelSelector;
+
 use super::*;
 
 /// A node as a watch delivers it: full (the local node) or metadata-only.

@@ -1,6 +1,6 @@
 //! How the writer reacts to each kind: Services and Nodes are served as
 //! they are and feed the topology inputs; Endpoints and EndpointSlices are
-//! projected through the topology filter ([`crate::cache::topology`]) and
+//! projected through the topology filter ([`crate::topology`]) and
 //! recomputed whenever an input they depend on changes.
 
 use std::{
@@ -11,10 +11,10 @@ use std::{
 use tracing::{debug, warn};
 
 use super::{Batch, Once, Stored, Writer};
-use crate::cache::{
+use crate::{
     kind::ResourceKind,
-    membership::Locality,
     topology::{self, Selection, TopologyKeys},
+    Locality,
 };
 
 impl Writer {
@@ -459,7 +459,7 @@ mod service_links_tests {
     use std::sync::Arc;
 
     use super::ServiceLinks;
-    use crate::cache::topology::TopologyKeys;
+    use crate::topology::TopologyKeys;
 
     fn names(slices: &[Box<str>]) -> Vec<&str> {
         slices.iter().map(|s| &**s).collect()
