@@ -41,6 +41,9 @@ use super::{
 };
 use crate::{client, HttpClient};
 
+/// What the watchers watch: kube-proxy's EndpointSlices.
+pub const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
+
 /// What the probe watches and how.
 #[derive(Debug, Clone)]
 pub struct ProbeConfig {
@@ -205,7 +208,7 @@ impl Probe {
         let probe = Probe::start(
             ProbeConfig {
                 addr,
-                path: super::scenarios::SLICES.into(),
+                path: SLICES.into(),
                 watchers,
                 slow: None,
             },

@@ -13,12 +13,9 @@ use super::{
     churn::Churner,
     env::{peak_rss_kib, Env, ProxyProcess, Scale, Upstream},
     model::{ChurnRow, ColdRow, ListRow, Lost, Memory, OneCore, Percentiles, Target},
-    probe::{histogram, Probe, ProbeConfig, WatcherResult},
+    probe::{histogram, Probe, ProbeConfig, WatcherResult, SLICES},
 };
 use crate::{client, cpu_ms, rss_anon_kib, rss_kib};
-
-/// What the watchers watch: kube-proxy's EndpointSlices.
-pub const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 
 /// How long watchers may take to list and open their watch.
 const SYNC_LIMIT: Duration = Duration::from_secs(120);
