@@ -16,8 +16,9 @@ use super::{
     env::{Env, ProxyProcess, Scale, Upstream},
     ledger::Ledger,
     model::{BurstRow, FaultRow, Lost, Percentiles, SlowReader, Target},
+    probe::SLICES,
     probe::{Probe, ProbeConfig},
-    scenarios::{merged, SLICES},
+    scenarios::merged,
     stamp::{stamp, unix_ns},
 };
 
