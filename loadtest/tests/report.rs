@@ -14,8 +14,7 @@ use sitegrid_loadtest::report::{
     machine::Machine,
     markdown,
     model::{ChurnRow, ListRow, Lost, Memory, OneCore, Percentiles, Report, RssSeries, Target},
-    probe::{Probe, ProbeConfig, WatcherResult},
-    scenarios::SLICES,
+    probe::{Probe, ProbeConfig, WatcherResult, SLICES},
 };
 use sitegrid_proxy::app::{start, ProxyOptions, RunningProxy};
 
