@@ -5,7 +5,10 @@
 //! media types that cannot be produced (YAML, CBOR) and unknown `as=`
 //! conversions are passed over. `*/*` means JSON, the server's first type.
 
-/// The representation of a response.
+use crate::{protobuf, table::IncludeObject};
+
+/// The representation of a response: what the `Accept` header (and, for a
+/// Table, the `includeObject` parameter) asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// Plain JSON objects and lists.
@@ -16,6 +19,10 @@ pub enum Format {
     Table {
         /// `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`.
         api_version: &'static str,
+        /// What each row carries as its `object`: the request's
+        /// `includeObject` ([`Format::including`]); negotiation alone gives
+        /// kube-apiserver's default, `Metadata`.
+        include: IncludeObject,
     },
     /// Metadata only (`as=PartialObjectMetadata` or, for a list,
     /// `as=PartialObjectMetadataList`, `meta.k8s.io/v1`), as metadata
@@ -24,6 +31,45 @@ pub enum Format {
         /// `PartialObjectMetadataList` was asked for.
         list: bool,
     },
+}
+
+/// The encoding objects travel in: what a cache encodes once and shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// `application/json`.
+    Json,
+    /// `application/vnd.kubernetes.protobuf`.
+    Protobuf,
+}
+
+impl Format {
+    /// A Table whose rows carry `include` (other formats are unchanged).
+    pub fn including(self, include: IncludeObject) -> Format {
+        match self {
+            Format::Table { api_version, .. } => Format::Table {
+                api_version,
+                include,
+            },
+            other => other,
+        }
+    }
+
+    /// The encoding objects travel in (Tables and metadata are JSON).
+    pub fn wire(self) -> Wire {
+        match self {
+            Format::Protobuf => Wire::Protobuf,
+            Format::Json | Format::Table { .. } | Format::Metadata { .. } => Wire::Json,
+        }
+    }
+
+    /// The `Content-Type` of a response (`watch`: of a watch stream).
+    pub fn content_type(self, watch: bool) -> &'static str {
+        match (self.wire(), watch) {
+            (Wire::Json, _) => "application/json",
+            (Wire::Protobuf, false) => protobuf::MEDIA_TYPE,
+            (Wire::Protobuf, true) => protobuf::WATCH_MEDIA_TYPE,
+        }
+    }
 }
 
 /// Picks the best media range in `Accept` that can be produced: JSON (also
@@ -116,10 +162,12 @@ impl<'a> Range<'a> {
             // Tables are served as JSON only.
             (Some("Table"), Some("meta.k8s.io"), Some("v1")) if !protobuf => Some(Format::Table {
                 api_version: "meta.k8s.io/v1",
+                include: IncludeObject::default(),
             }),
             (Some("Table"), Some("meta.k8s.io"), Some("v1beta1")) if !protobuf => {
                 Some(Format::Table {
                     api_version: "meta.k8s.io/v1beta1",
+                    include: IncludeObject::default(),
                 })
             }
             (Some("PartialObjectMetadata"), Some("meta.k8s.io"), Some("v1")) if !protobuf => {
@@ -141,9 +189,11 @@ mod tests {
                            application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
     const V1: Option<Format> = Some(Format::Table {
         api_version: "meta.k8s.io/v1",
+        include: IncludeObject::Metadata,
     });
     const V1BETA1: Option<Format> = Some(Format::Table {
         api_version: "meta.k8s.io/v1beta1",
+        include: IncludeObject::Metadata,
     });
 
     #[test]

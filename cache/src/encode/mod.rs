@@ -32,11 +32,5 @@ fn with_scratch<R>(
     })
 }
 
-/// A wire format an object or an event is encoded in once and shared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wire {
-    /// `application/json`.
-    Json,
-    /// `application/vnd.kubernetes.protobuf`.
-    Protobuf,
-}
+/// The wire format an object or an event is encoded in once and shared.
+pub use sitegrid_apimachinery::negotiate::Wire;

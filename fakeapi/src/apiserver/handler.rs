@@ -21,7 +21,7 @@ use super::egress::{Tag, Verb};
 use super::filter::Filter;
 use super::list;
 use super::metadata;
-use super::negotiate::{Form, Output};
+use super::negotiate::{produced, Form};
 use super::object::Obj;
 use super::patch::PatchKind;
 use super::query::ListOptions;
@@ -31,6 +31,7 @@ use super::table::TableRequest;
 use super::watch::{self, Objects};
 use super::write::{not_found, UpdateMode};
 use super::{Body, RequestRecord, Shared};
+use sitegrid_apimachinery::negotiate::Format;
 
 /// Largest request body accepted, as kube-apiserver's 3 MiB limit.
 const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -138,13 +139,13 @@ fn object_response(
     code: StatusCode,
     rt: &ResourceType,
     obj: &Obj,
-    output: Output,
+    output: Format,
 ) -> Result<Response<Body>, Status> {
     match output {
-        Output::Metadata { list: false } => Ok(json_response(code, metadata::object(obj))),
-        Output::Metadata { list: true } => Err(metadata::not_acceptable(rt, true)),
+        Format::Metadata { list: false } => Ok(json_response(code, metadata::object(obj))),
+        Format::Metadata { list: true } => Err(metadata::not_acceptable(rt, true)),
         // Only GETs are answered with Tables (`get`); writes send the object.
-        Output::Objects | Output::Table { .. } => {
+        Format::Json | Format::Protobuf | Format::Table { .. } => {
             let mut out = Vec::with_capacity(obj.json.len() + 64);
             obj.encode_typed(rt, &mut out);
             out.push(b'\n');
@@ -219,7 +220,7 @@ where
             watch,
         } => {
             let rt = resource(shared, rt)?;
-            let output = Output::negotiate(&rt, accept);
+            let output = produced(&rt, accept);
             match method {
                 Method::GET => {
                     let read = Read {
@@ -249,7 +250,7 @@ where
             watch,
         } => {
             let rt = resource(shared, rt)?;
-            let output = Output::negotiate(&rt, accept);
+            let output = produced(&rt, accept);
             let ns = namespace.unwrap_or_default();
             let mode = if status {
                 UpdateMode::Status
@@ -314,7 +315,7 @@ struct Read<'a> {
     /// The raw query.
     query: &'a str,
     /// The negotiated representation.
-    output: Output,
+    output: Format,
 }
 
 impl Read<'_> {
@@ -350,7 +351,7 @@ impl Read<'_> {
         }
         let tag = Tag::Read {
             resource: self.rt.idx,
-            form: self.output.form(),
+            form: Form::of(self.output),
             verb: Verb::Get,
         };
         let result = opts.and_then(|_| self.get(shared, name));
@@ -373,7 +374,7 @@ impl Read<'_> {
             form: if watch {
                 watch_objects(self.output).map_or(Form::Metadata, Objects::form)
             } else {
-                self.output.form()
+                Form::of(self.output)
             },
             verb: if watch { Verb::Watch } else { Verb::List },
         };
@@ -401,7 +402,7 @@ impl Read<'_> {
             .get(rt, &key)
             .ok_or_else(|| not_found(rt, name))?;
         match self.output {
-            Output::Table { api_version } => Ok(json_response(
+            Format::Table { api_version, .. } => Ok(json_response(
                 StatusCode::OK,
                 TableRequest::new(api_version, self.query)?.object(rt, &obj),
             )),
@@ -439,12 +440,12 @@ impl Read<'_> {
         }
         let page = list::list(&shared.store, rt, &filter, opts)?;
         let body = match self.output {
-            Output::Objects => page.to_json(rt),
-            Output::Table { api_version } => {
+            Format::Json | Format::Protobuf => page.to_json(rt),
+            Format::Table { api_version, .. } => {
                 TableRequest::new(api_version, self.query)?.list(rt, &page)
             }
-            Output::Metadata { list: true } => metadata::list(&page),
-            Output::Metadata { list: false } => return Err(metadata::not_acceptable(rt, false)),
+            Format::Metadata { list: true } => metadata::list(&page),
+            Format::Metadata { list: false } => return Err(metadata::not_acceptable(rt, false)),
         };
         Ok(json_response(StatusCode::OK, body))
     }
@@ -453,11 +454,11 @@ impl Read<'_> {
 /// How a watch sends objects for `output`; `None` for `as=PartialObjectMetadataList`,
 /// which kube-apiserver cannot apply to an event's object. Table watches are
 /// sent as plain JSON here (kube-apiserver sends one Table per event).
-fn watch_objects(output: Output) -> Option<Objects> {
+fn watch_objects(output: Format) -> Option<Objects> {
     match output {
-        Output::Objects | Output::Table { .. } => Some(Objects::Full),
-        Output::Metadata { list: false } => Some(Objects::Metadata),
-        Output::Metadata { list: true } => None,
+        Format::Json | Format::Protobuf | Format::Table { .. } => Some(Objects::Full),
+        Format::Metadata { list: false } => Some(Objects::Metadata),
+        Format::Metadata { list: true } => None,
     }
 }
 

@@ -12,25 +12,10 @@
 
 use sitegrid_apimachinery::negotiate::{negotiate, Format};
 use sitegrid_apimachinery::table::column_definitions;
+#[cfg(test)]
+use sitegrid_apimachinery::table::IncludeObject;
 
 use super::resource::ResourceType;
-
-/// What a GET (list, object or watch) is answered with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Output {
-    /// The objects themselves.
-    Objects,
-    /// A server-side Table in this `meta.k8s.io` version.
-    Table {
-        /// `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`.
-        api_version: &'static str,
-    },
-    /// Metadata only: `PartialObjectMetadataList` (`list`) or `PartialObjectMetadata`.
-    Metadata {
-        /// `as=PartialObjectMetadataList` was asked for.
-        list: bool,
-    },
-}
 
 /// Which form of the objects a response carries: what egress is counted by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,27 +42,26 @@ impl Form {
     }
 }
 
-impl Output {
-    /// The representation `accept` asks for on `rt`. Only resources with a
-    /// printer in apimachinery answer Tables; the others, and anything that
-    /// cannot be produced, get plain objects (kubectl then prints on its side).
-    pub fn negotiate(rt: &ResourceType, accept: Option<&str>) -> Output {
-        match negotiate(accept) {
-            Some(Format::Table { api_version }) if column_definitions(rt.plural).is_some() => {
-                Output::Table { api_version }
-            }
-            Some(Format::Metadata { list }) => Output::Metadata { list },
-            Some(Format::Json | Format::Protobuf | Format::Table { .. }) | None => Output::Objects,
+impl Form {
+    /// The form of the objects a response in `format` carries.
+    pub fn of(format: Format) -> Form {
+        match format {
+            Format::Json | Format::Protobuf => Form::Full,
+            Format::Table { .. } => Form::Table,
+            Format::Metadata { .. } => Form::Metadata,
         }
     }
+}
 
-    /// The form of the objects this output carries.
-    pub fn form(self) -> Form {
-        match self {
-            Output::Objects => Form::Full,
-            Output::Table { .. } => Form::Table,
-            Output::Metadata { .. } => Form::Metadata,
-        }
+/// What a read asking for `accept` on `rt` is answered with: JSON objects
+/// ([`Format::Json`]: this server writes no protobuf), a Table (only
+/// resources with a printer in apimachinery answer Tables; for the others
+/// kubectl prints on its side), or metadata only.
+pub(crate) fn produced(rt: &ResourceType, accept: Option<&str>) -> Format {
+    match negotiate(accept) {
+        Some(table @ Format::Table { .. }) if column_definitions(rt.plural).is_some() => table,
+        Some(metadata @ Format::Metadata { .. }) => metadata,
+        Some(Format::Json | Format::Protobuf | Format::Table { .. }) | None => Format::Json,
     }
 }
 
@@ -96,34 +80,29 @@ mod tests {
         let r = Resources::new("v1");
         let nodes = r.by_id("nodes").unwrap();
         let configmaps = r.by_id("configmaps").unwrap();
-        let n = |accept: &str| Output::negotiate(nodes, Some(accept));
-        assert_eq!(n(KUBE_RS_LIST), Output::Metadata { list: true });
-        assert_eq!(n(KUBE_RS_OBJECT), Output::Metadata { list: false });
+        let n = |accept: &str| produced(nodes, Some(accept));
+        assert_eq!(n(KUBE_RS_LIST), Format::Metadata { list: true });
+        assert_eq!(n(KUBE_RS_OBJECT), Format::Metadata { list: false });
         // Every resource converts to metadata, printer or not.
         assert_eq!(
-            Output::negotiate(configmaps, Some(KUBE_RS_OBJECT)),
-            Output::Metadata { list: false }
+            produced(configmaps, Some(KUBE_RS_OBJECT)),
+            Format::Metadata { list: false }
         );
         assert_eq!(
             n(KUBECTL),
-            Output::Table {
-                api_version: "meta.k8s.io/v1"
+            Format::Table {
+                api_version: "meta.k8s.io/v1",
+                include: IncludeObject::Metadata,
             }
         );
-        assert_eq!(
-            Output::negotiate(configmaps, Some(KUBECTL)),
-            Output::Objects
-        );
+        assert_eq!(produced(configmaps, Some(KUBECTL)), Format::Json);
         assert_eq!(
             n(&format!("application/json, {KUBE_RS_LIST}")),
-            Output::Objects
+            Format::Json
         );
-        assert_eq!(
-            n("application/vnd.kubernetes.protobuf, */*"),
-            Output::Objects
-        );
-        assert_eq!(n("application/yaml"), Output::Objects);
-        assert_eq!(Output::negotiate(nodes, None), Output::Objects);
-        assert_eq!(n(KUBE_RS_LIST).form(), Form::Metadata);
+        assert_eq!(n("application/vnd.kubernetes.protobuf, */*"), Format::Json);
+        assert_eq!(n("application/yaml"), Format::Json);
+        assert_eq!(produced(nodes, None), Format::Json);
+        assert_eq!(Form::of(n(KUBE_RS_LIST)), Form::Metadata);
     }
 }

@@ -186,7 +186,7 @@ fn cached(target: Target, raw_query: &str, parts: &Parts) -> Result<CachedReques
         .and_then(|v| v.to_str().ok());
     // Errors are negotiated first: a protobuf client's 400 is protobuf too.
     let errors = match negotiate::negotiate_status(accept) {
-        Some(negotiate::Format::Protobuf) => StatusEncoding::Protobuf,
+        Some(Format::Protobuf) => StatusEncoding::Protobuf,
         Some(_) => StatusEncoding::Json,
         None => StatusEncoding::Fallback,
     };
@@ -197,14 +197,12 @@ fn cached(target: Target, raw_query: &str, parts: &Parts) -> Result<CachedReques
     let q = Query::parse(raw_query).map_err(rejected)?;
     let format =
         match negotiate(accept) {
-            Some(negotiate::Format::Json) => Format::Json,
-            Some(negotiate::Format::Protobuf) => Format::Protobuf,
-            Some(negotiate::Format::Metadata { list }) => Format::Metadata { list },
-            Some(negotiate::Format::Table { api_version }) => Format::Table {
-                api_version,
-                include: IncludeObject::parse(q.include_object.as_deref())
+            // `includeObject` is read (and refused when bad) for Tables only.
+            Some(table @ Format::Table { .. }) => table.including(
+                IncludeObject::parse(q.include_object.as_deref())
                     .map_err(|m| rejected(Status::bad_request(m)))?,
-            },
+            ),
+            Some(format) => format,
             None => return Err(Rejection {
                 status: Status::not_acceptable(
                     "the server was unable to respond with a content type that the client supports",

@@ -3,17 +3,16 @@
 
 use std::time::Duration;
 
+pub use sitegrid_apimachinery::negotiate::Format;
 use sitegrid_apimachinery::{
     continue_token::ContinueToken,
-    protobuf,
     selector::{FieldSelector, LabelSelector, UnknownFieldWording},
     status::StatusCause,
-    table::IncludeObject,
     Status,
 };
+use sitegrid_cache::{ResourceKind, Served, View};
 
 use crate::http::response::StatusEncoding;
-use sitegrid_cache::{ResourceKind, Served, View, Wire};
 
 /// What a handler is asked for.
 #[derive(Debug, Clone)]
@@ -57,47 +56,6 @@ impl CachedRequest {
             Verb::Get { .. } => "get",
             Verb::List(_) => "list",
             Verb::Watch(_) => "watch",
-        }
-    }
-}
-
-/// The representation of a response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// Plain JSON objects and lists.
-    Json,
-    /// Kubernetes protobuf (`application/vnd.kubernetes.protobuf`).
-    Protobuf,
-    /// A server-side `Table`, as `kubectl get` asks.
-    Table {
-        /// `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`.
-        api_version: &'static str,
-        /// What each row carries as its `object` (`includeObject`).
-        include: IncludeObject,
-    },
-    /// Metadata only: `PartialObjectMetadata` objects (JSON), or a
-    /// `PartialObjectMetadataList` when `list` (what a metadata informer asks).
-    Metadata {
-        /// `as=PartialObjectMetadataList` was asked for.
-        list: bool,
-    },
-}
-
-impl Format {
-    /// The wire format objects travel in (Tables are JSON).
-    pub fn wire(self) -> Wire {
-        match self {
-            Format::Protobuf => Wire::Protobuf,
-            Format::Json | Format::Table { .. } | Format::Metadata { .. } => Wire::Json,
-        }
-    }
-
-    /// The `Content-Type` of a response (`watch`: of a watch stream).
-    pub fn content_type(self, watch: bool) -> &'static str {
-        match (self.wire(), watch) {
-            (Wire::Json, _) => "application/json",
-            (Wire::Protobuf, false) => protobuf::MEDIA_TYPE,
-            (Wire::Protobuf, true) => protobuf::WATCH_MEDIA_TYPE,
         }
     }
 }
