@@ -9,7 +9,7 @@ pub use sitegrid_apimachinery::watch::EventType;
 use sitegrid_apimachinery::protobuf::EncodeError;
 
 use super::{
-    encode::{json, proto, Wire},
+    encode::{codec::Codec, json, proto, Wire},
     kind::{ApiVersion, Served},
     View,
 };
@@ -51,6 +51,7 @@ impl Event {
     /// `native`), encoded once and shared by every watcher.
     pub fn frame(
         &self,
+        codec: &Codec,
         served: Served,
         native: ApiVersion,
         wire: Wire,
@@ -61,12 +62,16 @@ impl Event {
         }
         let event_type = self.event_type.as_str();
         let frame = match wire {
-            Wire::Json => {
-                json::watch_frame(event_type, served, self.object.body(served.version, native))
-            }
-            Wire::Protobuf => {
-                proto::watch_frame(event_type, served, &self.object.message(served, native)?)
-            }
+            Wire::Json => json::watch_frame(
+                event_type,
+                served,
+                self.object.body(codec, served.version, native),
+            ),
+            Wire::Protobuf => proto::watch_frame(
+                event_type,
+                served,
+                &self.object.message(codec, served, native)?,
+            ),
         };
         Ok(slot.get_or_init(|| frame).clone())
     }

@@ -47,7 +47,10 @@ use std::{
 
 use tokio::sync::watch;
 
-pub use encode::{json, proto, Encoded, Wire};
+pub use encode::{
+    codec::{Codec, LabelWords},
+    json, proto, Encoded, Wire,
+};
 pub use event::{Event, EventType};
 pub use kind::{ApiVersion, PerKind, ResourceKind, Served};
 pub use locality::Locality;
@@ -83,6 +86,8 @@ pub struct CacheConfig {
     /// included (default 60 s, kube-apiserver's own limit for a request
     /// that is not a watch); then it is abandoned and retried.
     pub list_timeout: Duration,
+    /// Whether cached encodings are kept compressed (see [`Codec`]).
+    pub compress: bool,
 }
 
 impl Default for CacheConfig {
@@ -94,6 +99,7 @@ impl Default for CacheConfig {
             on_demand: false,
             watch_timeout: Duration::from_secs(290),
             list_timeout: Duration::from_secs(60),
+            compress: true,
         }
     }
 }
@@ -128,6 +134,8 @@ struct Shared {
     persist: persist::PersistStatus,
     /// The node scopes the Nodes store holds in full.
     node_scopes: parking_lot::RwLock<NodeScopes>,
+    /// How this cache's encodings are kept compact; its views read back through it.
+    codec: Arc<Codec>,
 }
 
 /// An empty cache whose versions start now, and the one slot its writer comes from.
@@ -137,7 +145,8 @@ pub fn new(config: CacheConfig) -> (Cache, WriterSlot) {
 
 /// An empty cache whose versions start after `start_rv`.
 pub fn with_start_rv(config: CacheConfig, start_rv: u64) -> (Cache, WriterSlot) {
-    let shared = build(config, start_rv, readiness(config));
+    let codec = Arc::new(Codec::new(config.compress));
+    let shared = build(config, start_rv, readiness(config), codec);
     (Cache(shared.clone()), WriterSlot::new(shared, None))
 }
 
@@ -148,7 +157,8 @@ pub fn with_start_rv(config: CacheConfig, start_rv: u64) -> (Cache, WriterSlot) 
 pub fn open(config: CacheConfig, opened: persist::Opened) -> (Cache, WriterSlot) {
     let persist::Opened { disk, restored } = opened;
     let Some(restored) = restored else {
-        let shared = build(config, start_rv_now(), readiness(config));
+        let codec = Arc::new(Codec::new(config.compress));
+        let shared = build(config, start_rv_now(), readiness(config), codec);
         return (Cache(shared.clone()), WriterSlot::new(shared, disk));
     };
     let kinds: Vec<ResourceKind> = ResourceKind::ALL
@@ -158,7 +168,8 @@ pub fn open(config: CacheConfig, opened: persist::Opened) -> (Cache, WriterSlot)
     let readiness = readiness(config).restoring(&kinds, restored.written);
     // A clock stepped back must not hand out versions a client already holds.
     let start_rv = start_rv_now().max(restored.clock + 1);
-    let shared = build(config, start_rv, readiness);
+    // The restored views read back through the codec that made them.
+    let shared = build(config, start_rv, readiness, restored.codec);
     let _ = shared.slice_version.set(restored.slice_version);
     shared.persist.loaded(restored.written);
     for (kind, entry) in restored.kinds.into_entries() {
@@ -184,7 +195,12 @@ fn readiness(config: CacheConfig) -> Readiness {
     }
 }
 
-fn build(config: CacheConfig, start_rv: u64, readiness: Readiness) -> Arc<Shared> {
+fn build(
+    config: CacheConfig,
+    start_rv: u64,
+    readiness: Readiness,
+    codec: Arc<Codec>,
+) -> Arc<Shared> {
     Arc::new(Shared {
         config,
         stores: PerKind::new(|_| {
@@ -203,6 +219,7 @@ fn build(config: CacheConfig, start_rv: u64, readiness: Readiness) -> Arc<Shared
         metrics: CacheMetrics::default(),
         persist: persist::PersistStatus::default(),
         node_scopes: parking_lot::RwLock::default(),
+        codec,
     })
 }
 
@@ -264,7 +281,7 @@ impl Cache {
 
     /// `view`'s body as `served` asks for it.
     pub fn body<'v>(&self, view: &'v View, served: Served) -> &'v Encoded {
-        view.body(served.version, self.native(served.kind))
+        view.body(&self.0.codec, served.version, self.native(served.kind))
     }
 
     /// `view`'s protobuf message as `served` asks for it, encoded once and shared.
@@ -273,7 +290,7 @@ impl Cache {
         view: &View,
         served: Served,
     ) -> Result<bytes::Bytes, sitegrid_apimachinery::protobuf::EncodeError> {
-        view.message(served, self.native(served.kind))
+        view.message(&self.0.codec, served, self.native(served.kind))
     }
 
     /// `event`'s watch frame as `served` asks for it in `wire`, encoded once and shared.
@@ -283,7 +300,7 @@ impl Cache {
         served: Served,
         wire: Wire,
     ) -> Result<bytes::Bytes, sitegrid_apimachinery::protobuf::EncodeError> {
-        event.frame(served, self.native(served.kind), wire)
+        event.frame(&self.0.codec, served, self.native(served.kind), wire)
     }
 
     /// The open watches.
@@ -299,6 +316,11 @@ impl Cache {
     /// The persisted copy's figures.
     pub fn persisted(&self) -> &persist::PersistStatus {
         &self.0.persist
+    }
+
+    /// How this cache's encodings are kept: its views' labels read back through it.
+    pub fn codec(&self) -> &Codec {
+        &self.0.codec
     }
 }
 

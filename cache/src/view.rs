@@ -8,9 +8,8 @@ use sitegrid_apimachinery::protobuf::{self, EncodeError};
 
 use super::{
     encode::{
-        encode_body,
-        packed::{Packed, Shelf},
-        Encoded, Wire,
+        codec::{Codec, Family, LabelWords, Packed},
+        encode_body, Encoded, Wire,
     },
     kind::{ApiVersion, ResourceKind, Served},
 };
@@ -51,15 +50,16 @@ struct Lazy {
 }
 
 impl View {
-    /// Encodes `obj` (a full object of `kind` as JSON) at resourceVersion `rv`.
-    pub fn new(kind: ResourceKind, obj: &Map<String, Value>, rv: u64) -> View {
+    /// Encodes `obj` (a full object of `kind` as JSON) at resourceVersion
+    /// `rv`, with `codec` (the cache's: its views read back through it).
+    pub fn new(codec: &Codec, kind: ResourceKind, obj: &Map<String, Value>, rv: u64) -> View {
         let meta = obj.get("metadata");
         let text = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str);
         let namespace = text("namespace").filter(|s| !s.is_empty());
         let name = text("name").unwrap_or_default();
         let mut key = object_key(namespace, name);
         let key_len = key.len();
-        write_labels(meta.and_then(|m| m.get("labels")), &mut key);
+        write_labels(codec.words(), meta.and_then(|m| m.get("labels")), &mut key);
         let unschedulable = obj
             .get("spec")
             .and_then(|s| s.get("unschedulable"))
@@ -74,7 +74,7 @@ impl View {
             text: key.into_boxed_str(),
             unschedulable,
             rv,
-            body: encode_body(kind, obj, rv),
+            body: encode_body(codec, kind, obj, rv),
             lazy: OnceLock::new(),
         }
     }
@@ -96,9 +96,13 @@ impl View {
         self.lazy.get_or_init(Box::default)
     }
 
-    /// `metadata.labels`, for label selectors.
-    pub fn labels(&self) -> ViewLabels<'_> {
-        ViewLabels(self.text.get(self.labels_at as usize..).unwrap_or_default())
+    /// `metadata.labels`, for label selectors, read through `codec` (the
+    /// cache's that made this view).
+    pub fn labels<'a>(&'a self, codec: &'a Codec) -> ViewLabels<'a> {
+        ViewLabels {
+            text: self.text.get(self.labels_at as usize..).unwrap_or_default(),
+            words: codec.words(),
+        }
     }
 
     /// `ns/name` or `name`: the store key, in kube-apiserver's list order.
@@ -125,7 +129,7 @@ impl View {
     /// The body in `version`, for a view stored in `native`: the stored
     /// encoding, or the EndpointSlice conversion to the other version,
     /// computed once and shared (only slices are served in two versions).
-    pub fn body(&self, version: ApiVersion, native: ApiVersion) -> &Encoded {
+    pub fn body(&self, codec: &Codec, version: ApiVersion, native: ApiVersion) -> &Encoded {
         if version == native {
             return &self.body;
         }
@@ -133,7 +137,9 @@ impl View {
             let mut value = self.body.to_value();
             version.convert_slice(&mut value);
             match value {
-                Value::Object(map) => encode_body(ResourceKind::EndpointSlices, &map, self.rv),
+                Value::Object(map) => {
+                    encode_body(codec, ResourceKind::EndpointSlices, &map, self.rv)
+                }
                 _ => self.body.clone(),
             }
         })
@@ -141,15 +147,20 @@ impl View {
 
     /// The protobuf message of this state as `served` (its JSON body in
     /// `native`'s terms converted once, then shared by every client).
-    pub fn message(&self, served: Served, native: ApiVersion) -> Result<Bytes, EncodeError> {
+    pub fn message(
+        &self,
+        codec: &Codec,
+        served: Served,
+        native: ApiVersion,
+    ) -> Result<Bytes, EncodeError> {
         let slot = &self.lazy().protobuf[served.version.index()];
         if let Some(packed) = slot.get() {
             return Ok(packed.unpack());
         }
-        let body = self.body(served.version, native).bytes();
+        let body = self.body(codec, served.version, native).bytes();
         let encoded = protobuf::message(served.message(), &body)?;
         // A racing encoder may have won: both encodings are equal.
-        slot.get_or_init(|| Packed::pack(Shelf::of(served.kind, Wire::Protobuf), &encoded));
+        slot.get_or_init(|| codec.pack(Family::served(served.kind, Wire::Protobuf), &encoded));
         Ok(Bytes::from(encoded))
     }
 
@@ -180,96 +191,46 @@ impl View {
 }
 
 /// An object's labels, as a view keeps them after its key:
-/// `key\0value\0key\0value`, sorted by key, a [well-known](WORDS) key or
-/// value written as one byte. A `BTreeMap` would cost a ~500-byte node even
-/// for one label, and boxed strings two allocations per label, on every
-/// cached object.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ViewLabels<'a>(&'a str);
-
-/// Label keys and values that most objects of the cached kinds carry, each
-/// kept as one control byte (its index + 1), which no label holds: the API
-/// server accepts only `[-A-Za-z0-9_./]` in them. Every EndpointSlice has
-/// the first two keys and the first value; with them, its labels take 11
-/// bytes rather than 101.
-const WORDS: [&str; 31] = [
-    "endpointslice.kubernetes.io/managed-by",
-    "kubernetes.io/service-name",
-    "endpointslice-controller.k8s.io",
-    "endpointslicemirroring-controller.k8s.io",
-    "service.kubernetes.io/headless",
-    "service.kubernetes.io/service-proxy-name",
-    "superedge.io/grid-selector",
-    "superedge.io/grid-uniq-key",
-    "superedge.io/grid-ns",
-    "location",
-    "app",
-    "app.kubernetes.io/name",
-    "app.kubernetes.io/instance",
-    "app.kubernetes.io/component",
-    "app.kubernetes.io/part-of",
-    "app.kubernetes.io/managed-by",
-    "app.kubernetes.io/version",
-    "k8s-app",
-    "component",
-    "provider",
-    "kubernetes",
-    "kubernetes.io/hostname",
-    "kubernetes.io/os",
-    "kubernetes.io/arch",
-    "beta.kubernetes.io/os",
-    "beta.kubernetes.io/arch",
-    "linux",
-    "amd64",
-    "arm64",
-    "topology.kubernetes.io/zone",
-    "topology.kubernetes.io/region",
-];
-
-/// `word`'s one-byte form, if it is well known.
-fn short(word: &str) -> Option<char> {
-    let at = WORDS.iter().position(|w| *w == word)?;
-    char::from_u32(at as u32 + 1)
+/// `key\0value\0key\0value`, sorted by key, a key or value its cache writes
+/// as one byte ([`LabelWords`]) written so. A `BTreeMap` would cost a
+/// ~500-byte node even for one label, and boxed strings two allocations per
+/// label, on every cached object.
+#[derive(Debug, Clone, Copy)]
+pub struct ViewLabels<'a> {
+    text: &'a str,
+    words: &'a LabelWords,
 }
 
-/// A key or value as kept: a well-known one's byte read back.
-fn long(part: &str) -> &str {
-    match part.as_bytes() {
-        [b] if (1..=WORDS.len() as u8).contains(b) => WORDS[(*b - 1) as usize],
-        _ => part,
-    }
-}
-
-/// Appends `metadata.labels` to `out` in [`ViewLabels`]' form (string values
-/// only; a label holding a control character, which the API server never
-/// accepts, is left out).
-fn write_labels(labels: Option<&Value>, out: &mut String) {
+/// Appends `metadata.labels` to `out` in [`ViewLabels`]' form, with `words`'
+/// one-byte forms (string values only; a label holding a control character,
+/// which the API server never accepts, is left out).
+fn write_labels(words: &LabelWords, labels: Option<&Value>, out: &mut String) {
     let clean = |s: &str| !s.bytes().any(|b| b < 0x20);
-    // Each key and value with its one-byte form, if it has one (found once).
-    fn word(s: &str) -> (&str, Option<char>) {
-        (s, short(s))
-    }
-    let mut pairs: Vec<[(&str, Option<char>); 2]> = labels
+    let mut pairs: Vec<[&str; 2]> = labels
         .and_then(Value::as_object)
         .into_iter()
         .flatten()
         .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
         .filter(|(k, v)| clean(k) && clean(v))
-        .map(|(k, v)| [word(k), word(v)])
+        .map(|(k, v)| [k, v])
         .collect();
     // Keys are unique: by key is by label.
-    pairs.sort_by(|a, b| a[0].0.cmp(b[0].0));
+    pairs.sort_by(|a, b| a[0].cmp(b[0]));
+    // Each key and value with its one-byte form, if it has one (looked up once).
+    let parts: Vec<(&str, Option<char>)> = pairs
+        .iter()
+        .flatten()
+        .map(|s| (*s, words.short(s)))
+        .collect();
     let len = |(s, c): &(&str, Option<char>)| c.map_or(s.len(), char::len_utf8);
-    out.reserve_exact(pairs.iter().map(|[k, v]| len(k) + len(v) + 2).sum());
-    for (i, pair) in pairs.iter().enumerate() {
-        for (j, (s, c)) in pair.iter().enumerate() {
-            if i + j > 0 {
-                out.push('\0');
-            }
-            match c {
-                Some(c) => out.push(*c),
-                None => out.push_str(s),
-            }
+    out.reserve_exact(parts.iter().map(|p| len(p) + 1).sum());
+    for (i, (s, c)) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push('\0');
+        }
+        match c {
+            Some(c) => out.push(*c),
+            None => out.push_str(s),
         }
     }
 }
@@ -277,8 +238,11 @@ fn write_labels(labels: Option<&Value>, out: &mut String) {
 impl<'a> ViewLabels<'a> {
     /// The labels, by key.
     pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a str)> {
-        let text = self.0;
-        let mut parts = text.split('\0').filter(|_| !text.is_empty()).map(long);
+        let (text, words) = (self.text, self.words);
+        let mut parts = text
+            .split('\0')
+            .filter(|_| !text.is_empty())
+            .map(|p| words.long(p));
         std::iter::from_fn(move || Some((parts.next()?, parts.next()?)))
     }
 }
@@ -296,19 +260,27 @@ mod tests {
 
     use super::*;
 
+    fn view(codec: &Codec, kind: ResourceKind, name: &str, labels: Value) -> View {
+        View::new(
+            codec,
+            kind,
+            json!({"metadata": {"name": name, "namespace": "ns", "labels": labels}})
+                .as_object()
+                .unwrap(),
+            1,
+        )
+    }
+
     #[test]
     fn labels_are_read_back_sorted_and_found_by_key() {
-        let view = |labels: Value| {
-            View::new(
-                ResourceKind::Services,
-                json!({"metadata": {"name": "web", "namespace": "ns", "labels": labels}})
-                    .as_object()
-                    .unwrap(),
-                1,
-            )
-        };
-        let with = view(json!({"b": "2", "a": "", "n": 3, "c/d": "x"}));
-        let labels = with.labels();
+        let codec = Codec::default();
+        let with = view(
+            &codec,
+            ResourceKind::Services,
+            "web",
+            json!({"b": "2", "a": "", "n": 3, "c/d": "x"}),
+        );
+        let labels = with.labels(&codec);
         assert_eq!(with.key(), "ns/web", "the labels follow the key");
         assert_eq!(
             labels.iter().collect::<Vec<_>>(),
@@ -322,53 +294,89 @@ mod tests {
             (labels.get("n"), labels.get("z"), labels.get("2")),
             (None, None, None)
         );
-        assert_eq!(view(Value::Null).labels().iter().count(), 0);
-        let odd = view(json!({"k\0": "v", "ok": "v\0", "t": "a\tb", "\u{1}": "v", "x": "y"}));
-        assert_eq!(odd.labels().iter().collect::<Vec<_>>(), [("x", "y")]);
+        let none = view(&codec, ResourceKind::Services, "web", Value::Null);
+        assert_eq!(none.labels(&codec).iter().count(), 0);
+        let odd = view(
+            &codec,
+            ResourceKind::Services,
+            "web",
+            json!({"k\0": "v", "ok": "v\0", "t": "a\tb", "\u{1}": "v", "x": "y"}),
+        );
+        assert_eq!(odd.labels(&codec).iter().collect::<Vec<_>>(), [("x", "y")]);
         assert_eq!(odd.key(), "ns/web");
     }
 
     #[test]
-    fn well_known_labels_read_back_as_they_were() {
-        let labels = json!({
-            "kubernetes.io/service-name": "web",
-            "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
-            "app": "location",
-            "location-x": "app",
-            "x": "linux-amd64",
-        });
-        let view = View::new(
-            ResourceKind::EndpointSlices,
-            json!({"metadata": {"name": "web-1", "namespace": "ns", "labels": labels}})
+    fn labels_many_objects_share_take_a_byte_each_and_read_back_as_they_were() {
+        let codec = Codec::default();
+        let labels = |i: usize| {
+            json!({
+                "kubernetes.io/service-name": format!("web-{i}"),
+                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
+                "location": "app",
+                "app": "location",
+            })
+        };
+        let views: Vec<View> = (0..20)
+            .map(|i| {
+                view(
+                    &codec,
+                    ResourceKind::EndpointSlices,
+                    &format!("web-{i}-x"),
+                    labels(i),
+                )
+            })
+            .collect();
+        for (i, v) in views.iter().enumerate() {
+            let mut expected: Vec<(String, String)> = labels(i)
                 .as_object()
-                .unwrap(),
-            1,
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+                .collect();
+            expected.sort();
+            let got: Vec<(String, String)> = v
+                .labels(&codec)
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            assert_eq!(got, expected, "view {i}");
+        }
+        let last = &views[19];
+        let found = last.labels(&codec);
+        assert_eq!(found.get("kubernetes.io/service-name"), Some("web-19"));
+        assert_eq!(found.get("app"), Some("location"));
+        assert_eq!(found.get("location"), Some("app"));
+        assert_eq!(
+            found.get("endpointslice-controller.k8s.io"),
+            None,
+            "a value is not a key"
         );
-        let mut expected: Vec<(&str, &str)> = labels
+        // The words every slice shares are a byte each from the second slice
+        // on; the name that is each one's own is written out.
+        let kept = |v: &View| v.text.len() - v.key().len();
+        let written_out: usize = labels(19)
             .as_object()
             .unwrap()
             .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str().unwrap()))
-            .collect();
-        expected.sort();
-        assert_eq!(view.labels().iter().collect::<Vec<_>>(), expected);
-        let found = view.labels();
-        assert_eq!(found.get("kubernetes.io/service-name"), Some("web"));
-        assert_eq!(found.get("app"), Some("location"));
-        assert_eq!(found.get("location"), None, "a value is not a key");
-        assert_eq!(view.key(), "ns/web-1");
-        let written_out: usize = expected.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
-        let kept = view.text.len() - view.key().len();
+            .map(|(k, v)| k.len() + v.as_str().unwrap().len() + 2)
+            .sum();
         assert!(
-            kept < written_out / 2,
-            "the well-known words take a byte each: {kept} of {written_out} bytes, {:?}",
-            view.text
+            kept(last) < written_out / 4,
+            "{} of {written_out} bytes: {:?}",
+            kept(last),
+            last.text
+        );
+        assert!(
+            kept(&views[0]) > 3 * kept(last),
+            "the first one is written out, but for the words it repeats itself"
         );
     }
 
     #[test]
     fn name_and_namespace_come_from_the_key() {
-        let obj = |v: Value| View::new(ResourceKind::Services, v.as_object().unwrap(), 1);
+        let codec = Codec::default();
+        let obj = |v: Value| View::new(&codec, ResourceKind::Services, v.as_object().unwrap(), 1);
         let namespaced = obj(json!({"metadata": {"name": "web", "namespace": "default"}}));
         assert_eq!(
             (namespaced.key(), namespaced.name(), namespaced.namespace()),

@@ -27,7 +27,7 @@ use crate::{
     passthrough::{AnonymousPassthrough, Passthrough},
     upstream::{upstream, upstream_without_credentials},
 };
-use sitegrid_cache::{self as cache, persist, Cache, CacheConfig, Locality, ResourceKind};
+use sitegrid_cache::{self as cache, persist, Cache, CacheConfig, Codec, Locality, ResourceKind};
 
 /// What a proxy is started with besides its upstream client.
 #[derive(Debug, Clone)]
@@ -182,7 +182,12 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
     let shutdown = CancellationToken::new();
     let mut tasks = JoinSet::new();
     let opened = match &opts.data_dir {
-        Some(dir) => persist::open(dir, &locality.owner(), opts.snapshot_interval),
+        Some(dir) => persist::open(
+            dir,
+            &locality.owner(),
+            opts.snapshot_interval,
+            Arc::new(Codec::new(opts.cache.compress)),
+        ),
         None => persist::Opened::default(),
     };
     let (cache, writer) = cache::open(opts.cache, opened);

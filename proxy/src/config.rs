@@ -61,6 +61,11 @@ pub struct ProxyArgs {
     /// both from the start, and /readyz waits for both.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub on_demand: bool,
+    /// Keep cached encodings LZ4-compressed against a dictionary per kind
+    /// (`false`: kept as they are, which costs more memory and saves a
+    /// little CPU per read; see docs/decisions).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub cache_compression: bool,
     /// Events a watcher may fall behind before it is ended with 410 Expired (the client relists).
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub watcher_buffer: u64,
@@ -146,6 +151,7 @@ impl ProxyArgs {
             log_bytes: usize::try_from(self.event_log_bytes).unwrap_or(usize::MAX),
             watcher_buffer: self.watcher_buffer as usize,
             on_demand: self.on_demand,
+            compress: self.cache_compression,
             ..CacheConfig::default()
         };
         opts.handlers = HandlerSettings {

@@ -1,7 +1,7 @@
 //! JSON, encoded once into shareable bytes.
 //!
 //! A stored body is the object's compact JSON *without* `kind`/`apiVersion`
-//! (the form list items take), kept compressed ([`Packed`]). The full
+//! (the form list items take), kept compressed ([`Packed`], per cache). The full
 //! object, the watch frame and the list are built from it by concatenation,
 //! so one encoding serves every client. The body remembers where its
 //! `metadata.resourceVersion` value sits, so a DELETED event can carry the
@@ -13,7 +13,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
 
 use super::{
-    packed::{Packed, Shelf},
+    codec::{Codec, Family, Packed},
     with_scratch, Wire,
 };
 use crate::kind::{ResourceKind, Served};
@@ -105,10 +105,15 @@ impl Encoded {
 /// Encodes `obj`, an object of `kind`, as a stored body with
 /// `metadata.resourceVersion = rv`, dropping `kind` and `apiVersion` and
 /// keeping every other key in its original order.
-pub fn encode_body(kind: ResourceKind, obj: &Map<String, Value>, rv: u64) -> Encoded {
+pub fn encode_body(
+    codec: &Codec,
+    kind: ResourceKind,
+    obj: &Map<String, Value>,
+    rv: u64,
+) -> Encoded {
     with_scratch(&TEXT, |out| {
         let rv_at = write_body(out, obj, rv);
-        Encoded::new(Packed::pack(Shelf::of(kind, Wire::Json), out), rv_at)
+        Encoded::new(codec.pack(Family::served(kind, Wire::Json), out), rv_at)
     })
 }
 
@@ -249,7 +254,7 @@ mod tests {
         let o = obj(json!({"kind":"Endpoints","apiVersion":"v1",
             "metadata":{"name":"web","namespace":"default","resourceVersion":"347","labels":{"a":"b"}},
             "subsets":[{"addresses":[{"ip":"10.0.0.1","targetRef":{"resourceVersion":"9"}}]}]}));
-        let e = encode_body(ResourceKind::Endpoints, &o, 1_000_123);
+        let e = encode_body(&Codec::default(), ResourceKind::Endpoints, &o, 1_000_123);
         assert_eq!(
             std::str::from_utf8(&e.bytes()).unwrap(),
             r#"{"metadata":{"name":"web","namespace":"default","resourceVersion":"1000123","labels":{"a":"b"}},"subsets":[{"addresses":[{"ip":"10.0.0.1","targetRef":{"resourceVersion":"9"}}]}]}"#
@@ -265,6 +270,7 @@ mod tests {
     #[test]
     fn full_object_and_frame_carry_kind_first() {
         let e = encode_body(
+            &Codec::default(),
             ResourceKind::Nodes,
             &obj(json!({"metadata":{"name":"n1"}})),
             5,
@@ -282,6 +288,7 @@ mod tests {
     #[test]
     fn list_matches_apiserver_shape() {
         let a = encode_body(
+            &Codec::default(),
             ResourceKind::EndpointSlices,
             &obj(json!({"metadata":{"name":"a"}})),
             1,

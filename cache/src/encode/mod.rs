@@ -2,8 +2,8 @@
 //! cached kinds are served in: JSON ([`json`]) and Kubernetes protobuf
 //! ([`proto`]). Tables are built per request from the JSON.
 
+pub mod codec;
 pub mod json;
-pub mod packed;
 pub mod proto;
 
 pub use json::{encode_body, Encoded};

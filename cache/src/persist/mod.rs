@@ -51,7 +51,7 @@ pub use format::{FormatError, KindSnapshot, LoggedEvent, Snapshot, Text};
 use super::{
     kind::{ApiVersion, PerKind, ResourceKind},
     store::StoreExport,
-    Event, EventType, View,
+    Codec, Event, EventType, View,
 };
 
 /// The snapshot's file name in the data directory.
@@ -88,6 +88,8 @@ pub struct Opened {
 
 /// A loaded snapshot, ready to fill the cache.
 pub struct Restored {
+    /// The codec its views were made with (the cache it fills takes it).
+    pub codec: Arc<Codec>,
     /// When it was taken.
     pub written: SystemTime,
     /// The clock then.
@@ -113,7 +115,7 @@ pub struct RestoredKind {
 /// Opens `dir` for node `node`: creates it if needed, checks that snapshots
 /// can be written there, and loads the snapshot it holds. Every finding is
 /// one log line; nothing here fails the start.
-pub fn open(dir: &Path, node: &str, interval: Duration) -> Opened {
+pub fn open(dir: &Path, node: &str, interval: Duration, codec: Arc<Codec>) -> Opened {
     let path = dir.join(FILE_NAME);
     let disk = match std::fs::create_dir_all(dir)
         .map_err(|e| e.to_string())
@@ -136,7 +138,7 @@ pub fn open(dir: &Path, node: &str, interval: Duration) -> Opened {
             warn!(path = %path.display(), error = %e, "snapshot cannot be read; ignored");
             None
         }
-        Ok(bytes) => match load(&bytes, node) {
+        Ok(bytes) => match load(&bytes, node, codec) {
             Ok(restored) => {
                 let objects: usize = restored
                     .kinds
@@ -156,8 +158,10 @@ pub fn open(dir: &Path, node: &str, interval: Duration) -> Opened {
     Opened { disk, restored }
 }
 
-/// Decodes and checks a snapshot for node `node`.
-pub fn load(bytes: &[u8], node: &str) -> Result<Restored, String> {
+/// Decodes and checks a snapshot for node `node`, making its views with
+/// `codec` (which the cache they fill must read them with: [`crate::open`]
+/// takes it from the [`Restored`]).
+pub fn load(bytes: &[u8], node: &str, codec: Arc<Codec>) -> Result<Restored, String> {
     let snapshot = Snapshot::decode(bytes).map_err(|e| e.to_string())?;
     if snapshot.node != node {
         return Err(format!(
@@ -165,14 +169,14 @@ pub fn load(bytes: &[u8], node: &str) -> Result<Restored, String> {
             snapshot.node
         ));
     }
-    Restored::from_snapshot(snapshot)
+    Restored::from_snapshot(snapshot, codec)
 }
 
 impl Restored {
     /// The cache's content from a decoded snapshot; an error when it is not
     /// self-consistent (versions out of order, an unknown resource, bodies
     /// that are not JSON objects).
-    fn from_snapshot(snapshot: Snapshot) -> Result<Restored, String> {
+    fn from_snapshot(snapshot: Snapshot, codec: Arc<Codec>) -> Result<Restored, String> {
         if snapshot.clock > MAX_CLOCK {
             return Err(format!(
                 "its clock {} is out of range (at most {MAX_CLOCK})",
@@ -191,12 +195,13 @@ impl Restored {
             if k.last_rv > snapshot.clock || k.compacted_rv > k.last_rv {
                 return Err(format!("{}: versions beyond the clock", k.resource));
             }
-            kinds[kind] = Some(RestoredKind::decode(kind, k)?);
+            kinds[kind] = Some(RestoredKind::decode(&codec, kind, k)?);
         }
         let written = UNIX_EPOCH
             .checked_add(Duration::from_millis(snapshot.written_ms))
             .ok_or("its time is out of range")?;
         Ok(Restored {
+            codec,
             written,
             clock: snapshot.clock,
             slice_version,
@@ -206,11 +211,11 @@ impl Restored {
 }
 
 impl RestoredKind {
-    fn decode(kind: ResourceKind, k: KindSnapshot) -> Result<RestoredKind, String> {
+    fn decode(codec: &Codec, kind: ResourceKind, k: KindSnapshot) -> Result<RestoredKind, String> {
         let what = &k.resource;
         let mut objects = Vec::with_capacity(k.objects.len());
         for body in &k.objects {
-            let view = view_of(kind, &body.as_str()).map_err(|e| format!("{what}: {e}"))?;
+            let view = view_of(codec, kind, &body.as_str()).map_err(|e| format!("{what}: {e}"))?;
             if view.rv > k.last_rv {
                 return Err(format!("{what}: {} is newer than the resource", view.key()));
             }
@@ -225,7 +230,7 @@ impl RestoredKind {
             }
             after = e.rv;
             let object = Arc::new(
-                view_of(kind, &e.object.as_str()).map_err(|err| format!("{what}: {err}"))?,
+                view_of(codec, kind, &e.object.as_str()).map_err(|err| format!("{what}: {err}"))?,
             );
             let event_type = match &*e.event_type {
                 "ADDED" => EventType::Added,
@@ -236,7 +241,7 @@ impl RestoredKind {
             let prev = match (&e.prev, event_type) {
                 (_, EventType::Added) => None,
                 (Some(body), _) => Some(Arc::new(
-                    view_of(kind, &body.as_str()).map_err(|err| format!("{what}: {err}"))?,
+                    view_of(codec, kind, &body.as_str()).map_err(|err| format!("{what}: {err}"))?,
                 )),
                 (None, _) => Some(
                     last.get(object.key())
@@ -257,7 +262,7 @@ impl RestoredKind {
 }
 
 /// A served body of `kind` back as a view, at the resourceVersion it carries.
-fn view_of(kind: ResourceKind, body: &str) -> Result<View, String> {
+fn view_of(codec: &Codec, kind: ResourceKind, body: &str) -> Result<View, String> {
     let map: Map<String, Value> =
         serde_json::from_str(body).map_err(|e| format!("a body is not a JSON object: {e}"))?;
     let rv = map
@@ -266,7 +271,7 @@ fn view_of(kind: ResourceKind, body: &str) -> Result<View, String> {
         .and_then(Value::as_str)
         .and_then(|s| s.parse().ok())
         .ok_or("a body has no resourceVersion")?;
-    Ok(View::new(kind, &map, rv))
+    Ok(View::new(codec, kind, &map, rv))
 }
 
 /// What the writer captures for one snapshot: reference-counted views,
@@ -487,7 +492,7 @@ mod tests {
     }
 
     fn loaded(s: &Snapshot) -> Result<Restored, String> {
-        load(&s.encode().unwrap(), "bj-1")
+        load(&s.encode().unwrap(), "bj-1", Arc::default())
     }
 
     #[test]

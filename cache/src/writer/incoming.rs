@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, sync::Arc};
 use serde_json::{value::RawValue, Map, Value};
 
 use crate::{
-    encode::packed::{Packed, Shelf},
+    encode::codec::{Codec, Family, Packed},
     kind::ResourceKind,
     object::object_key,
     topology::SERVICE_NAME_LABEL,
@@ -18,7 +18,7 @@ pub(super) struct Stored {
     /// The upstream resourceVersion: a relist skips objects that did not change.
     pub(super) rv: Rv,
     /// Endpoints and EndpointSlices: the raw JSON, kept compressed (on the
-    /// kind's [`Shelf::upstream`]), from which their views are recomputed
+    /// kind's [`Family::upstream`]), from which their views are recomputed
     /// when a node moves site or a Service's topology or another of its
     /// slices changes.
     pub(super) raw: Option<Packed>,
@@ -87,8 +87,8 @@ pub(super) struct Incoming {
 impl Incoming {
     /// Takes `obj` apart into what is kept and what is used once; the parsed
     /// metadata is dropped here, so a relist buffer stays compact.
-    pub(super) fn new(kind: ResourceKind, obj: UpstreamObject) -> Incoming {
-        let stored = Stored::of(kind, &obj);
+    pub(super) fn new(codec: &Codec, kind: ResourceKind, obj: UpstreamObject) -> Incoming {
+        let stored = Stored::of(codec, kind, &obj);
         let meta = obj.metadata;
         let once = match kind {
             ResourceKind::Services => Some(Box::new(Once {
@@ -109,11 +109,11 @@ impl Incoming {
 
 impl Stored {
     /// What the writer keeps of `obj` (raw JSON only where views are recomputed).
-    pub(super) fn of(kind: ResourceKind, obj: &UpstreamObject) -> Stored {
+    pub(super) fn of(codec: &Codec, kind: ResourceKind, obj: &UpstreamObject) -> Stored {
         let keep_raw = matches!(kind, ResourceKind::Endpoints | ResourceKind::EndpointSlices);
         Stored {
             rv: Rv::of(obj.upstream_rv()),
-            raw: keep_raw.then(|| Packed::pack(Shelf::upstream(kind), obj.raw.get().as_bytes())),
+            raw: keep_raw.then(|| codec.pack(Family::upstream(kind), obj.raw.get().as_bytes())),
             service: (kind == ResourceKind::EndpointSlices)
                 .then(|| slice_service(obj))
                 .flatten(),

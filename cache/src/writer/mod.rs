@@ -102,7 +102,7 @@ impl WriterSlot {
             convert_slices: (native != slice_version).then_some(native),
             skipped: Skipped::default(),
             covered: None,
-            arrived: None,
+            parsed: None,
         };
         if writer.cache.readiness().restored_from().is_some() {
             writer.restore_topology();
@@ -156,11 +156,11 @@ pub struct Writer {
     /// tracks them (a writer fed directly): then nothing is held.
     covered: Option<NodeScopes>,
     /// The object of the watch event being handled, parsed once.
-    arrived: Option<Arrived>,
+    parsed: Option<Parsed>,
 }
 
-/// An upstream object as parsed when its watch event arrived.
-struct Arrived {
+/// The object of the watch event being handled, as parsed when it arrived.
+struct Parsed {
     kind: ResourceKind,
     key: String,
     value: Value,
@@ -253,7 +253,7 @@ impl Writer {
                     // objects must not hold them all as parsed metadata.
                     let up = &mut self.upstream[kind];
                     let buf = up.relist.get_or_insert_with(BTreeMap::new);
-                    buf.insert(obj.key(), Incoming::new(kind, obj));
+                    buf.insert(obj.key(), Incoming::new(self.cache.codec(), kind, obj));
                 }
             },
             watcher::Event::InitDone => self.relisted(kind, &mut batch),
@@ -262,15 +262,15 @@ impl Writer {
                 Some(value) => {
                     let key = obj.key();
                     self.readable_again(kind, &key);
-                    let incoming = Incoming::new(kind, obj);
+                    let incoming = Incoming::new(self.cache.codec(), kind, obj);
                     // Parsed once: its views are made from this copy.
-                    self.arrived = Some(Arrived {
+                    self.parsed = Some(Parsed {
                         kind,
                         key: key.clone(),
                         value,
                     });
                     self.changed(kind, vec![(key, incoming)], Vec::new(), &mut batch);
-                    self.arrived = None;
+                    self.parsed = None;
                 }
             },
             // A deletion needs the key only, which even an unreadable object has.
@@ -285,7 +285,7 @@ impl Writer {
                 let old = self.upstream[kind]
                     .objects
                     .remove(key.as_str())
-                    .unwrap_or_else(|| Stored::of(kind, &obj));
+                    .unwrap_or_else(|| Stored::of(self.cache.codec(), kind, &obj));
                 self.changed(kind, Vec::new(), vec![(key, old)], &mut batch);
             }
         }
@@ -310,11 +310,11 @@ impl Writer {
         once: Option<&Once>,
     ) -> Option<Value> {
         if self
-            .arrived
+            .parsed
             .as_ref()
             .is_some_and(|a| a.kind == kind && a.key == key)
         {
-            return self.arrived.take().map(|a| a.value);
+            return self.parsed.take().map(|a| a.value);
         }
         if let Some(once) = once {
             return Some(once.value());
@@ -438,7 +438,7 @@ impl Writer {
         };
         let change = match (value, current) {
             (Some(Value::Object(map)), current) => {
-                let view = View::new(kind, &map, self.next_rv);
+                let view = View::new(self.cache.codec(), kind, &map, self.next_rv);
                 let event_type = match current {
                     Some(cur) if cur.same_content(&view) => return,
                     Some(_) => EventType::Modified,

@@ -113,7 +113,7 @@ fn ips(cache: &Cache, name: &str) -> Vec<String> {
         .store(Endpoints)
         .get(&format!("default/{name}"))
         .unwrap()
-        .body(ApiVersion::V1, ApiVersion::V1)
+        .body(cache.codec(), ApiVersion::V1, ApiVersion::V1)
         .to_value();
     v["subsets"]
         .as_array()
@@ -142,7 +142,7 @@ fn slice_ips(cache: &Cache, key: &str) -> Vec<String> {
         .store(EndpointSlices)
         .get(key)
         .unwrap()
-        .body(ApiVersion::V1, ApiVersion::V1)
+        .body(cache.codec(), ApiVersion::V1, ApiVersion::V1)
         .to_value();
     v["endpoints"]
         .as_array()
@@ -319,6 +319,7 @@ fn deleted_event_carries_last_state_at_the_deletion_version() {
     assert_eq!(ev.object.rv, ev.rv);
     let frame: Value = serde_json::from_slice(
         &ev.frame(
+            cache.codec(),
             Served {
                 kind: Endpoints,
                 version: ApiVersion::V1,
@@ -390,8 +391,9 @@ fn exact_snapshot_rolls_back_and_old_versions_are_too_old() {
         .find(|v| v.key() == "default/plain-echo")
         .unwrap();
     assert!(plain.rv <= at);
-    let ips_then: Vec<String> = plain.body(ApiVersion::V1, ApiVersion::V1).to_value()["subsets"][0]
-        ["addresses"]
+    let ips_then: Vec<String> = plain
+        .body(cache.codec(), ApiVersion::V1, ApiVersion::V1)
+        .to_value()["subsets"][0]["addresses"]
         .as_array()
         .unwrap()
         .iter()
@@ -423,7 +425,7 @@ fn exact_snapshot_rolls_back_and_old_versions_are_too_old() {
 /// What a restarted proxy gets from `cache`'s writer `p`: the snapshot's bytes, read back.
 fn restart_from(p: &Writer, node: &str) -> (Cache, super::WriterSlot) {
     let bytes = p.capture().snapshot().encode().unwrap();
-    let restored = crate::persist::load(&bytes, node).unwrap();
+    let restored = crate::persist::load(&bytes, node, Default::default()).unwrap();
     crate::open(
         CacheConfig::default(),
         crate::persist::Opened {
@@ -557,9 +559,11 @@ fn a_snapshot_taken_for_another_node_is_refused() {
     let (_cache, mut p) = writer("bj-1");
     two_sites(&mut p);
     let bytes = p.capture().snapshot().encode().unwrap();
-    let err = crate::persist::load(&bytes, "gz-1").err().unwrap();
+    let err = crate::persist::load(&bytes, "gz-1", Default::default())
+        .err()
+        .unwrap();
     assert!(err.contains("\"bj-1\""), "{err}");
-    let err = crate::persist::load(&bytes[..bytes.len() / 2], "bj-1")
+    let err = crate::persist::load(&bytes[..bytes.len() / 2], "bj-1", Default::default())
         .err()
         .unwrap();
     assert!(err.starts_with("truncated"), "{err}");

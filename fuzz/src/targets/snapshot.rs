@@ -31,7 +31,7 @@ pub fn snapshot(data: &[u8]) {
             assert_eq!(persist::Snapshot::decode(&again).as_ref(), Ok(&decoded));
         }
     }
-    let Ok(restored) = persist::load(&file, NODE) else {
+    let Ok(restored) = persist::load(&file, NODE, Default::default()) else {
         return;
     };
     let opened = persist::Opened {

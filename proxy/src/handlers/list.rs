@@ -71,7 +71,7 @@ pub async fn list(cache: &Cache, req: &CachedRequest, list: &ListRequest) -> Res
     let mut matching = objects
         .into_iter()
         .filter(|v| start.is_empty() || v.key() >= start.as_str())
-        .filter(|v| filter.matches(v));
+        .filter(|v| filter.matches(cache.codec(), v));
     let mut meta = PageMeta {
         rv: list_rv,
         ..PageMeta::default()

@@ -10,7 +10,7 @@ use sitegrid_apimachinery::{
     status::StatusCause,
     Status,
 };
-use sitegrid_cache::{ResourceKind, Served, View};
+use sitegrid_cache::{Codec, ResourceKind, Served, View};
 
 use crate::http::response::StatusEncoding;
 
@@ -181,14 +181,15 @@ impl Filter {
         self.label.is_empty() && self.field.is_empty()
     }
 
-    /// Whether `view` is in scope and matches both selectors.
-    pub fn matches(&self, view: &View) -> bool {
+    /// Whether `view` (of the cache whose codec is `codec`) is in scope and
+    /// matches both selectors.
+    pub fn matches(&self, codec: &Codec, view: &View) -> bool {
         if let Some(ns) = &self.namespace {
             if view.namespace() != Some(ns.as_str()) {
                 return false;
             }
         }
-        self.label.matches(&view.labels()) && self.field.matches(|f| view.field(f))
+        self.label.matches(&view.labels(codec)) && self.field.matches(|f| view.field(f))
     }
 
     /// The namespace scope.

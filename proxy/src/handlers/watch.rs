@@ -202,7 +202,7 @@ impl Watcher {
         self.seen_rv = self.last_rv.max(sub.rv);
         self.registered.set_sent(self.last_rv);
         for view in std::mem::take(&mut sub.initial) {
-            if self.options.filter.matches(&view) {
+            if self.options.filter.matches(self.cache.codec(), &view) {
                 let frame = self.frame_for(EventType::Added, &view).await?;
                 self.queue(frame).await?;
             }
@@ -284,9 +284,12 @@ impl Watcher {
         }
         // Dealt with, even if the selectors skip it: a quiet filtered watch is not behind.
         self.registered.set_sent(event.rv);
-        let filter = &self.options.filter;
-        let now = filter.matches(&event.object);
-        let before = event.prev.as_ref().is_some_and(|p| filter.matches(p));
+        let (filter, codec) = (&self.options.filter, self.cache.codec());
+        let now = filter.matches(codec, &event.object);
+        let before = event
+            .prev
+            .as_ref()
+            .is_some_and(|p| filter.matches(codec, p));
         let frame = match (event.event_type, before, now) {
             (EventType::Modified, true, false) => {
                 // Stopped matching: DELETED with the old content at the new version.

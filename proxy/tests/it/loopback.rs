@@ -805,7 +805,11 @@ async fn a_node_proxy_behind_its_site_proxy_serves_what_a_direct_one_does() {
             cache
                 .store(ResourceKind::Nodes)
                 .get("gz-2")
-                .is_some_and(|v| v.labels().iter().any(|l| l == ("location", "beijing")))
+                .is_some_and(|v| {
+                    v.labels(cache.codec())
+                        .iter()
+                        .any(|l| l == ("location", "beijing"))
+                })
         };
         for _ in 0..250 {
             if moved() {

@@ -361,7 +361,10 @@ async fn damaged_or_foreign_snapshots_are_ignored_and_replaced() {
         p.shutdown().await;
         let now = std::fs::read(dir.join("snapshot")).unwrap();
         assert_ne!(now, bytes, "{what}: replaced");
-        assert!(sitegrid_cache::persist::load(&now, node).is_ok(), "{what}");
+        assert!(
+            sitegrid_cache::persist::load(&now, node, Default::default()).is_ok(),
+            "{what}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
     // A data directory that cannot be created: the proxy serves without a snapshot.
