@@ -27,10 +27,11 @@ use http_body_util::{LengthLimitError, Limited};
 use sitegrid_apimachinery::{path::ApiPath, Status};
 use sitegrid_runtime::serve::PeerCertificates;
 use tower::ServiceExt;
+use tower_http::timeout::{TimeoutBody, TimeoutError};
 use tracing::{debug, warn};
 
 use crate::{
-    http::{response, Body, BodyStalled, BoxError, IdleTimeout},
+    http::{response, Body, BoxError},
     upstream::Upstream,
 };
 
@@ -170,7 +171,10 @@ impl Passthrough {
         };
         // Undeclared (chunked) bodies are cut off at the limit while streaming.
         let body = Body::new(Limited::new(
-            IdleTimeout::new(Body::new(body), self.body_idle),
+            // A client that stalls in the middle of a body (a slow-body
+            // attack, or a vanished peer) does not hold a connection to the
+            // API server open forever.
+            TimeoutBody::new(self.body_idle, body),
             self.max_body,
         ));
         match upstream
@@ -180,12 +184,15 @@ impl Passthrough {
         {
             Ok(resp) => resp.map(Body::new),
             Err(err) if caused_by::<LengthLimitError>(&*err) => too_large(self.max_body),
-            Err(err) if caused_by::<BodyStalled>(&*err) => {
+            Err(err) if caused_by::<TimeoutError>(&*err) => {
                 debug!(error = %err, "passthrough request body stalled");
                 response::status(&Status::failure(
                     408,
                     Some("Timeout"),
-                    format!("sitegrid-proxy: {err}"),
+                    format!(
+                        "sitegrid-proxy: no part of the request body arrived for {:?}",
+                        self.body_idle
+                    ),
                 ))
             }
             Err(err) => {

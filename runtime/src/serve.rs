@@ -24,7 +24,11 @@ use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
     server::graceful::{GracefulShutdown, Watcher},
 };
-use tokio::net::{TcpListener, TcpStream};
+use rustix::net::RecvFlags;
+use tokio::{
+    io::Interest,
+    net::{TcpListener, TcpStream},
+};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -144,10 +148,29 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// preface) or HTTP/1.1 (they are not), told from bytes peeked at, not
 /// read; `None` when it closed before sending any. As hyper-util tells it:
 /// HTTP/1.1 as soon as a byte differs from the preface.
+///
+/// Woken by the socket, not by a timer: a peek that finds no more bytes
+/// than the last one reports `WouldBlock` inside `try_io`, which clears the
+/// readiness tokio holds for the socket (unless an event came meanwhile), so
+/// the next `readable()` waits for the client's next bytes.
 async fn speaks_h2(stream: &TcpStream) -> std::io::Result<Option<bool>> {
     let mut buf = [0; H2_PREFACE.len()];
+    let mut seen = None;
     loop {
-        let n = stream.peek(&mut buf).await?;
+        stream.readable().await?;
+        let peeked = stream.try_io(Interest::READABLE, || {
+            let flags = RecvFlags::PEEK | RecvFlags::DONTWAIT;
+            let (n, _) = rustix::net::recv(stream, &mut buf[..], flags)?;
+            if seen == Some(n) {
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
+        });
+        let n = match peeked {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        };
         if n == 0 {
             return Ok(None);
         }
@@ -157,9 +180,7 @@ async fn speaks_h2(stream: &TcpStream) -> std::io::Result<Option<bool>> {
         if n == H2_PREFACE.len() {
             return Ok(Some(true));
         }
-        // The preface's beginning and no more yet: peek answers at once
-        // while any byte waits, so wait a little before looking again.
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        seen = Some(n);
     }
 }
 

@@ -7,5 +7,5 @@ pub mod produced;
 pub mod response;
 pub mod tls;
 
-pub use body::{Body, BodyStalled, BoxError, IdleTimeout};
+pub use body::{Body, BoxError};
 pub use framed::Framed;
