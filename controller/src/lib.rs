@@ -4,15 +4,17 @@
 //! template that should run once per site. A site — a [`NodeUnit`] — is a
 //! distinct value of the node label named by the grid's [`GridUniqKey`].
 //!
-//! This crate holds the resource types and their CustomResourceDefinitions
-//! ([`api`]) and the pure expansion from a grid to its per-site children
-//! ([`render`]), and the controller that applies them: [`reconcile`] (one
+//! [`NodeUnit`]: sitegrid_api::keys::NodeUnit
+//! [`GridUniqKey`]: sitegrid_api::keys::GridUniqKey
+//!
+//! The resource types and their CustomResourceDefinitions are the
+//! `sitegrid-api` crate's. This crate holds the pure expansion from a grid to
+//! its per-site children ([`render`]), and the controller that applies them: [`reconcile`] (one
 //! kube-runtime `Controller` per grid kind, server-side apply, status and
 //! events), [`run`] (leader election, node reflector, shutdown) and [`health`]
 //! (what `/readyz` and `/metrics` report).
 #![warn(missing_docs)]
 
-pub mod api;
 pub mod config;
 pub mod drift;
 pub mod fed;
@@ -24,9 +26,3 @@ pub mod render;
 pub mod run;
 pub mod sites;
 pub mod status;
-
-pub use api::keys::{GridUniqKey, NodeUnit, TemplateName};
-pub use api::{
-    DeploymentGrid, DeploymentGridSpec, DeploymentGridStatus, ServiceGrid, ServiceGridSpec,
-    ServiceGridStatus, StatefulSetGrid, StatefulSetGridSpec, StatefulSetGridStatus,
-};

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use crate::api::keys::{GridUniqKey, NodeUnit};
+use sitegrid_api::keys::{GridUniqKey, NodeUnit};
 
 /// The sites of `key`: each distinct non-empty value of that label over `nodes`.
 pub fn sites<'a>(

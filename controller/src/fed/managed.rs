@@ -24,10 +24,10 @@ use super::control::FedKind;
 use super::object;
 use super::parent::Parent;
 use super::{local_labels, Role, HEARTBEAT_LEASE, TARGET_NAMESPACE_LABEL};
-use crate::api::keys::{GridUniqKey, NodeUnit};
 use crate::metrics::Metrics;
 use crate::reconcile::{Error, FIELD_MANAGER, RETRY_AFTER};
-use crate::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
+use sitegrid_api::keys::{GridUniqKey, NodeUnit};
+use sitegrid_api::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
 
 /// Managed-cluster settings.
 #[derive(Clone, Debug)]

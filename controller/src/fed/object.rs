@@ -81,7 +81,7 @@ pub async fn delete_grid<K: FedKind>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DeploymentGrid;
+    use sitegrid_api::DeploymentGrid;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -18,10 +18,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Taint;
 
-use crate::api::site::{
+use sitegrid_api::names::{child_name, NameRule};
+use sitegrid_api::site::{
     NodeGroupSpec, NodeUnitSpec, NodeUnitType, Selector, GROUP_LABEL_VALUE, UNIT_LABEL_VALUE,
 };
-use crate::render::name::{child_name, NameRule};
 
 /// The default unit of every node (site-manager's `unit-node-all`).
 pub const DEFAULT_UNIT: &str = "unit-node-all";
@@ -491,7 +491,7 @@ pub(crate) mod tests {
         let nodes = [node("bj-1", &[]), node("gz-1", &[]), node("other", &[])];
         let beijing = NodeUnitSpec {
             nodes: vec!["bj-1".into()],
-            set_node: crate::api::site::SetNode {
+            set_node: sitegrid_api::site::SetNode {
                 labels: map(&[("location", "beijing")]),
                 ..Default::default()
             },

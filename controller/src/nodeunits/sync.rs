@@ -25,9 +25,9 @@ use serde_json::json;
 
 use super::decide::{self, Actions, Target, Warning, World, FINALIZER};
 use super::membership::NodeInfo;
-use crate::api::site::{NodeGroup, NodeUnit};
 use crate::metrics::Metrics;
 use crate::reconcile::FIELD_MANAGER;
+use sitegrid_api::site::{NodeGroup, NodeUnit};
 
 /// How long to let a burst of events settle before a pass.
 const SETTLE: Duration = Duration::from_millis(100);

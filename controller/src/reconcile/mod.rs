@@ -28,12 +28,12 @@ use serde_json::Value;
 pub use service::reconcile_service;
 pub use workload::{reconcile_workload, WorkloadGrid};
 
-use crate::api::keys::{GridUniqKey, NodeUnit};
 use crate::drift;
 use crate::fed::control::{FedKind, Fleet};
 use crate::fed::Role;
 use crate::metrics::Metrics;
 use crate::render::GridError;
+use sitegrid_api::keys::{GridUniqKey, NodeUnit};
 
 /// The field manager of every apply the controller makes.
 pub const FIELD_MANAGER: &str = "sitegrid-controller";

@@ -10,7 +10,7 @@ use kube::{Resource, ResourceExt};
 use super::{controlled_by, now, Context, Error};
 use crate::render::{self, GridError};
 use crate::status::{self, reason, Failure};
-use crate::ServiceGrid;
+use sitegrid_api::ServiceGrid;
 
 /// Reconciles one ServiceGrid: applies `{grid}-svc` (its allocated
 /// `clusterIP` and node ports are kept: the controller never sets them unless

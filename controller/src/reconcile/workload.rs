@@ -12,14 +12,15 @@ use serde_json::{json, Value};
 use futures::StreamExt;
 
 use super::{controlled_by, now, Context, Error, FIELD_MANAGER};
-use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
-use crate::api::GridTemplates;
 use crate::fed::control::FedKind;
 use crate::fed::Role;
-use crate::render::name::child_name;
-use crate::render::{self, GridError, SiteError, SiteResults, Workload, GRID_SELECTOR_LABEL};
+use crate::render::{self, GridError, SiteError, SiteResults, Workload};
 use crate::status::{self, budget, reason, Failure};
-use crate::{DeploymentGrid, StatefulSetGrid};
+use sitegrid_api::keys::{GridUniqKey, NodeUnit, TemplateName};
+use sitegrid_api::labels::GRID_SELECTOR_LABEL;
+use sitegrid_api::names::site_child_name;
+use sitegrid_api::GridTemplates;
+use sitegrid_api::{DeploymentGrid, StatefulSetGrid};
 
 /// What the reconciler needs to know about a workload grid kind.
 pub trait WorkloadGrid: FedKind {
@@ -86,7 +87,7 @@ macro_rules! workload_grid {
 workload_grid!(
     DeploymentGrid,
     Deployment,
-    crate::DeploymentGridSpec,
+    sitegrid_api::DeploymentGridSpec,
     render::render_deployments,
     |child| {
         let want = child.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
@@ -101,7 +102,7 @@ workload_grid!(
 workload_grid!(
     StatefulSetGrid,
     StatefulSet,
-    crate::StatefulSetGridSpec,
+    sitegrid_api::StatefulSetGridSpec,
     render::render_statefulsets,
     |child| {
         let want = child.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
@@ -166,7 +167,7 @@ async fn reconcile_once<G: WorkloadGrid>(grid: Arc<G>, ctx: Arc<Context>) -> Res
     // would take minutes, all at once would flood the API server.
     let outcomes: Vec<(NodeUnit, String, Result<G::Child, SiteFailure>)> =
         futures::stream::iter(rendered.into_iter().map(|(unit, result)| {
-            let name = child_name(&format!("{grid_name}-{unit}"), G::Child::NAME_RULE);
+            let name = site_child_name(&grid_name, unit.as_str(), G::Child::NAME_RULE);
             let (ctx, api, existing, child_kind) = (&ctx, &api, &existing, &child_kind);
             async move {
                 let outcome = match result {

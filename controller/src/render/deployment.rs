@@ -6,9 +6,9 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::name::NameRule;
 use super::{render_sites, GridError, SiteResults, Workload};
-use crate::{DeploymentGrid, NodeUnit};
+use sitegrid_api::names::NameRule;
+use sitegrid_api::{DeploymentGrid, NodeUnit};
 
 impl Workload for Deployment {
     type Spec = DeploymentSpec;

@@ -4,7 +4,6 @@
 //! Kubernetes objects, tested by value. Applying them is the reconciler's job.
 
 mod deployment;
-pub mod name;
 mod service;
 mod statefulset;
 
@@ -18,22 +17,10 @@ pub use deployment::render_deployments;
 pub use service::render_service;
 pub use statefulset::render_statefulsets;
 
-use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
-use crate::api::{GridTemplates, TemplateError};
-
-/// Label on every generated object: the name of the grid that owns it.
-pub const GRID_SELECTOR_LABEL: &str = "superedge.io/grid-selector";
-/// Label on every generated object: the grid's `gridUniqKey`.
-pub const GRID_UNIQ_KEY_LABEL: &str = "superedge.io/grid-uniq-key";
-/// Label on every per-site workload (Deployment, StatefulSet): the site it
-/// runs. Only on the workload's own metadata, never on its pod template, so
-/// adding it to an existing workload restarts no pod. sitegrid-dnsd selects
-/// the StatefulSets of its node's sites with it instead of watching every
-/// site's.
-pub const NODE_UNIT_LABEL: &str = "sitegrid.io/node-unit";
-/// Annotation on the generated Service: the JSON list of topology keys
-/// (`["<gridUniqKey>"]`) that keeps traffic inside a site.
-pub const TOPOLOGY_KEYS_ANNOTATION: &str = "topologyKeys";
+use sitegrid_api::keys::{GridUniqKey, NodeUnit, TemplateName};
+use sitegrid_api::labels::{GRID_SELECTOR_LABEL, GRID_UNIQ_KEY_LABEL, NODE_UNIT_LABEL};
+use sitegrid_api::names::{self, NameRule};
+use sitegrid_api::{GridTemplates, TemplateError};
 
 /// Why a grid cannot be rendered at all.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -83,7 +70,7 @@ pub enum SiteError {
         template: TemplateName,
     },
     /// The site's `templatePool` entry is not a workload spec (see
-    /// [`crate::api::Template`]).
+    /// [`sitegrid_api::Template`]).
     #[error("site {unit}: templatePool entry \"{template}\" is not a valid template: {error}")]
     UnreadableTemplate {
         /// The site.
@@ -163,7 +150,7 @@ pub trait Workload: Sized {
     /// Its spec, as the grid's templates hold it.
     type Spec: Clone;
     /// How its name must look.
-    const NAME_RULE: name::NameRule;
+    const NAME_RULE: NameRule;
     /// The spec's pod template.
     fn pod_template(spec: &mut Self::Spec) -> &mut PodTemplateSpec;
     /// The object.
@@ -191,7 +178,7 @@ where
         .map(|unit| {
             let child = match spec.template_for(unit) {
                 Ok(template) => {
-                    let name = name::child_name(&format!("{grid_name}-{unit}"), W::NAME_RULE);
+                    let name = names::site_child_name(grid_name, unit.as_str(), W::NAME_RULE);
                     let mut spec = template.clone();
                     pin_to_site(W::pod_template(&mut spec), key, unit);
                     let mut meta = child_meta(grid, name, key)?;

@@ -6,9 +6,9 @@ use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::name::NameRule;
 use super::{render_sites, GridError, SiteResults, Workload};
-use crate::{NodeUnit, StatefulSetGrid};
+use sitegrid_api::names::NameRule;
+use sitegrid_api::{NodeUnit, StatefulSetGrid};
 
 impl Workload for StatefulSet {
     type Spec = StatefulSetSpec;

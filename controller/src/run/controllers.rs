@@ -23,8 +23,8 @@ use crate::fed::{self, control, control::Fleet};
 use crate::health::Health;
 use crate::metrics::KindCensus;
 use crate::reconcile::{self, Context};
-use crate::render::GRID_SELECTOR_LABEL;
-use crate::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
+use sitegrid_api::labels::GRID_SELECTOR_LABEL;
+use sitegrid_api::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
 
 type NodeMeta = PartialObjectMeta<Node>;
 type NodeEvent = Result<watcher::Event<NodeMeta>, watcher::Error>;

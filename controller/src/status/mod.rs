@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
 
-use crate::api::keys::NodeUnit;
+use sitegrid_api::keys::NodeUnit;
 
 pub mod budget;
 

@@ -13,10 +13,10 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{reflector, watcher};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
+use sitegrid_api::{DeploymentGrid, ServiceGrid};
 use sitegrid_controller::fed::control::Fleet;
 use sitegrid_controller::metrics::Metrics;
 use sitegrid_controller::reconcile::{reconcile_service, reconcile_workload, Context};
-use sitegrid_controller::{DeploymentGrid, ServiceGrid};
 
 use crate::apiserver::FakeApi;
 

@@ -4,10 +4,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
+use sitegrid_api::{DeploymentGrid, NodeUnit, ServiceGrid, StatefulSetGrid, TemplateName};
 use sitegrid_controller::render::{
     render_deployments, render_service, render_statefulsets, GridError, SiteError,
 };
-use sitegrid_controller::{DeploymentGrid, NodeUnit, ServiceGrid, StatefulSetGrid, TemplateName};
 
 const UID: &str = "6f1c1a5e-0000-4000-8000-000000000001";
 
@@ -195,7 +195,7 @@ fn a_missing_pool_entry_fails_only_its_site() {
 
 #[test]
 fn unused_templates_are_those_no_site_and_no_default_names() {
-    use sitegrid_controller::api::GridTemplates;
+    use sitegrid_api::GridTemplates;
     let mut grid: DeploymentGrid = persisted("seed000-09-deploymentgrid.yaml");
     // test1 is the default, test2 is zone2's: nothing unused.
     assert!(grid.spec.unused_templates().is_empty());

@@ -1,17 +1,17 @@
-//! `DeploymentGrid` (`dg`): one Deployment per site.
+//! `StatefulSetGrid` (`ssg`): one StatefulSet per site.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStatus};
+use k8s_openapi::api::apps::v1::{StatefulSetSpec, StatefulSetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ClusterStatus, GridTemplates, Template};
-use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
+use crate::keys::{GridUniqKey, NodeUnit, TemplateName};
 
-/// The desired state of a DeploymentGrid: a Deployment template run once per site.
+/// The desired state of a StatefulSetGrid: a StatefulSet template run once per site.
 // Two `printcolumn(...)` entries of the same type look like a repeated
 // attribute to clippy; each is a separate column.
 #[allow(clippy::duplicated_attributes)]
@@ -19,25 +19,25 @@ use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
 #[kube(
     group = "superedge.io",
     version = "v1",
-    kind = "DeploymentGrid",
-    plural = "deploymentgrids",
-    shortname = "dg",
+    kind = "StatefulSetGrid",
+    plural = "statefulsetgrids",
+    shortname = "ssg",
     namespaced,
-    status = "DeploymentGridStatus",
+    status = "StatefulSetGridStatus",
     derive = "Default",
     derive = "PartialEq",
-    doc = "A Deployment template run once per site (NodeUnit).",
+    doc = "A StatefulSet template run once per site (NodeUnit).",
     printcolumn(
         name = "Sites",
         type_ = "integer",
         json_path = ".status.sites",
-        description = "Sites with a Deployment"
+        description = "Sites with a StatefulSet"
     ),
     printcolumn(
         name = "Ready",
         type_ = "integer",
         json_path = ".status.readySites",
-        description = "Sites whose Deployment has all replicas available"
+        description = "Sites whose StatefulSet has all replicas available"
     ),
     printcolumn(
         name = "Age",
@@ -46,14 +46,14 @@ use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
     )
 )]
 #[serde(rename_all = "camelCase")]
-pub struct DeploymentGridSpec {
+pub struct StatefulSetGridSpec {
     /// The node label key whose distinct values are the sites.
     pub grid_uniq_key: GridUniqKey,
-    /// The Deployment spec every site runs unless `templates` says otherwise.
-    pub template: DeploymentSpec,
-    /// Named alternative Deployment specs, for per-site canaries.
+    /// The StatefulSet spec every site runs unless `templates` says otherwise.
+    pub template: StatefulSetSpec,
+    /// Named alternative StatefulSet specs, for per-site canaries.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub template_pool: BTreeMap<TemplateName, Template<DeploymentSpec>>,
+    pub template_pool: BTreeMap<TemplateName, Template<StatefulSetSpec>>,
     /// The `templatePool` entry each site runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub templates: BTreeMap<NodeUnit, TemplateName>,
@@ -68,33 +68,33 @@ pub struct DeploymentGridSpec {
 /// What the controller observed, per site.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct DeploymentGridStatus {
-    /// Each site's Deployment status (replicas, readyReplicas, updatedReplicas,
+pub struct StatefulSetGridStatus {
+    /// Each site's StatefulSet status (replicas, readyReplicas, updatedReplicas,
     /// availableReplicas, conditions), keyed by site as in SuperEdge.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub states: BTreeMap<NodeUnit, DeploymentStatus>,
-    /// How many sites have a Deployment (for `kubectl get dg`).
+    pub states: BTreeMap<NodeUnit, StatefulSetStatus>,
+    /// How many sites have a StatefulSet (for `kubectl get ssg`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sites: Option<i32>,
-    /// How many sites have all their replicas available (for `kubectl get dg`).
+    /// How many sites have all their replicas available (for `kubectl get ssg`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_sites: Option<i32>,
     /// Multi-cluster (control cluster, `superedge.io/fed: "yes"`): each
     /// managed cluster's own report, kept apart by cluster name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub clusters: BTreeMap<String, ClusterStatus<DeploymentStatus>>,
+    pub clusters: BTreeMap<String, ClusterStatus<StatefulSetStatus>>,
     /// Multi-cluster conditions: `ClustersReachable`, `SitesUnique`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
 
-impl GridTemplates for DeploymentGridSpec {
-    type Spec = DeploymentSpec;
+impl GridTemplates for StatefulSetGridSpec {
+    type Spec = StatefulSetSpec;
 
-    fn template(&self) -> &DeploymentSpec {
+    fn template(&self) -> &StatefulSetSpec {
         &self.template
     }
-    fn template_pool(&self) -> &BTreeMap<TemplateName, Template<DeploymentSpec>> {
+    fn template_pool(&self) -> &BTreeMap<TemplateName, Template<StatefulSetSpec>> {
         &self.template_pool
     }
     fn templates(&self) -> &BTreeMap<NodeUnit, TemplateName> {

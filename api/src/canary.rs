@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::keys::{NodeUnit, TemplateName};
-use crate::api::Template;
+use crate::keys::{NodeUnit, TemplateName};
+use crate::Template;
 
 /// Why a site has no template to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
