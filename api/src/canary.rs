@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::keys::{NodeUnit, TemplateName};
+use crate::keys::{SiteName, TemplateName};
 use crate::Template;
 
 /// Why a site has no template to run.
@@ -31,26 +31,26 @@ pub trait GridTemplates {
     /// `spec.templatePool`: named alternative templates.
     fn template_pool(&self) -> &BTreeMap<TemplateName, Template<Self::Spec>>;
     /// `spec.templates`: the template name each site asks for.
-    fn templates(&self) -> &BTreeMap<NodeUnit, TemplateName>;
+    fn templates(&self) -> &BTreeMap<SiteName, TemplateName>;
     /// `spec.defaultTemplateName`, if set.
     fn default_template_name(&self) -> Option<&TemplateName>;
 
-    /// The template name `unit` uses: `templates[unit]`, else
+    /// The template name `site` uses: `templates[site]`, else
     /// `defaultTemplateName`, else `"default"`.
-    fn template_name_for(&self, unit: &NodeUnit) -> TemplateName {
+    fn template_name_for(&self, site: &SiteName) -> TemplateName {
         self.templates()
-            .get(unit)
+            .get(site)
             .or(self.default_template_name())
             .cloned()
             .unwrap_or_else(|| TemplateName::from(TemplateName::DEFAULT))
     }
 
-    /// The template `unit` runs, or why it has none (the pool entry it
+    /// The template `site` runs, or why it has none (the pool entry it
     /// asked for does not exist, or is not a spec).
     ///
     /// `"default"` always means `spec.template`, as in SuperEdge.
-    fn template_for(&self, unit: &NodeUnit) -> Result<&Self::Spec, TemplateError> {
-        let name = self.template_name_for(unit);
+    fn template_for(&self, site: &SiteName) -> Result<&Self::Spec, TemplateError> {
+        let name = self.template_name_for(site);
         if name.is_default() {
             return Ok(self.template());
         }

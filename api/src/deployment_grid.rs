@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ClusterStatus, GridTemplates, Template};
-use crate::keys::{GridUniqKey, NodeUnit, TemplateName};
+use crate::keys::{GridUniqKey, SiteName, TemplateName};
 
 /// The desired state of a DeploymentGrid: a Deployment template run once per site.
 // Two `printcolumn(...)` entries of the same type look like a repeated
@@ -56,7 +56,7 @@ pub struct DeploymentGridSpec {
     pub template_pool: BTreeMap<TemplateName, Template<DeploymentSpec>>,
     /// The `templatePool` entry each site runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub templates: BTreeMap<NodeUnit, TemplateName>,
+    pub templates: BTreeMap<SiteName, TemplateName>,
     /// The template for sites not in `templates`; absent or `"default"` means `template`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_template_name: Option<TemplateName>,
@@ -72,7 +72,7 @@ pub struct DeploymentGridStatus {
     /// Each site's Deployment status (replicas, readyReplicas, updatedReplicas,
     /// availableReplicas, conditions), keyed by site as in SuperEdge.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub states: BTreeMap<NodeUnit, DeploymentStatus>,
+    pub states: BTreeMap<SiteName, DeploymentStatus>,
     /// How many sites have a Deployment (for `kubectl get dg`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sites: Option<i32>,
@@ -97,7 +97,7 @@ impl GridTemplates for DeploymentGridSpec {
     fn template_pool(&self) -> &BTreeMap<TemplateName, Template<DeploymentSpec>> {
         &self.template_pool
     }
-    fn templates(&self) -> &BTreeMap<NodeUnit, TemplateName> {
+    fn templates(&self) -> &BTreeMap<SiteName, TemplateName> {
         &self.templates
     }
     fn default_template_name(&self) -> Option<&TemplateName> {

@@ -7,7 +7,7 @@
 //!   ServiceGrid), field for field as SuperEdge serializes them so existing
 //!   YAML applies unchanged ([`keys`]: the strings they are made of);
 //! - SuperEdge site-manager's `site.superedge.io/v1alpha2` NodeUnit and
-//!   NodeGroup ([`site`]);
+//!   NodeGroup ([`site_manager`]);
 //! - their CustomResourceDefinitions ([`crd`]), generated from these types
 //!   with the real Kubernetes schemas of `DeploymentSpec`, `StatefulSetSpec`
 //!   and `ServiceSpec` embedded;
@@ -24,14 +24,14 @@ pub mod keys;
 pub mod labels;
 pub mod names;
 mod service_grid;
-pub mod site;
+pub mod site_manager;
 mod statefulset_grid;
 mod template;
 
 pub use canary::{GridTemplates, TemplateError};
 pub use cluster_status::ClusterStatus;
 pub use deployment_grid::{DeploymentGrid, DeploymentGridSpec, DeploymentGridStatus};
-pub use keys::{GridUniqKey, NodeUnit, TemplateName};
+pub use keys::{GridUniqKey, SiteName, TemplateName};
 pub use service_grid::{ServiceGrid, ServiceGridSpec, ServiceGridStatus};
 pub use statefulset_grid::{StatefulSetGrid, StatefulSetGridSpec, StatefulSetGridStatus};
 pub use template::Template;

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ClusterStatus, GridTemplates, Template};
-use crate::keys::{GridUniqKey, NodeUnit, TemplateName};
+use crate::keys::{GridUniqKey, SiteName, TemplateName};
 
 /// The desired state of a StatefulSetGrid: a StatefulSet template run once per site.
 // Two `printcolumn(...)` entries of the same type look like a repeated
@@ -56,7 +56,7 @@ pub struct StatefulSetGridSpec {
     pub template_pool: BTreeMap<TemplateName, Template<StatefulSetSpec>>,
     /// The `templatePool` entry each site runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub templates: BTreeMap<NodeUnit, TemplateName>,
+    pub templates: BTreeMap<SiteName, TemplateName>,
     /// The template for sites not in `templates`; absent or `"default"` means `template`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_template_name: Option<TemplateName>,
@@ -72,7 +72,7 @@ pub struct StatefulSetGridStatus {
     /// Each site's StatefulSet status (replicas, readyReplicas, updatedReplicas,
     /// availableReplicas, conditions), keyed by site as in SuperEdge.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub states: BTreeMap<NodeUnit, StatefulSetStatus>,
+    pub states: BTreeMap<SiteName, StatefulSetStatus>,
     /// How many sites have a StatefulSet (for `kubectl get ssg`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sites: Option<i32>,
@@ -97,7 +97,7 @@ impl GridTemplates for StatefulSetGridSpec {
     fn template_pool(&self) -> &BTreeMap<TemplateName, Template<StatefulSetSpec>> {
         &self.template_pool
     }
-    fn templates(&self) -> &BTreeMap<NodeUnit, TemplateName> {
+    fn templates(&self) -> &BTreeMap<SiteName, TemplateName> {
         &self.templates
     }
     fn default_template_name(&self) -> Option<&TemplateName> {

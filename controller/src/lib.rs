@@ -1,10 +1,10 @@
 //! sitegrid-controller: the SuperEdge `superedge.io/v1` grid resources.
 //!
 //! A grid (DeploymentGrid, StatefulSetGrid, ServiceGrid) is one workload
-//! template that should run once per site. A site — a [`NodeUnit`] — is a
+//! template that should run once per site. A site (its [`SiteName`]) is a
 //! distinct value of the node label named by the grid's [`GridUniqKey`].
 //!
-//! [`NodeUnit`]: sitegrid_api::keys::NodeUnit
+//! [`SiteName`]: sitegrid_api::keys::SiteName
 //! [`GridUniqKey`]: sitegrid_api::keys::GridUniqKey
 //!
 //! The resource types and their CustomResourceDefinitions are the
@@ -18,11 +18,11 @@
 pub mod config;
 pub mod drift;
 pub mod fed;
+pub mod grid_sites;
 pub mod health;
 pub mod metrics;
-pub mod nodeunits;
 pub mod reconcile;
 pub mod render;
 pub mod run;
-pub mod sites;
+pub mod site_manager;
 pub mod status;

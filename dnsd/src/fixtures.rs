@@ -9,7 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
-use sitegrid_api::labels::{GRID_SELECTOR_LABEL, GRID_UNIQ_KEY_LABEL, NODE_UNIT_LABEL};
+use sitegrid_api::labels::{GRID_SELECTOR_LABEL, GRID_UNIQ_KEY_LABEL, SITE_LABEL};
 use sitegrid_api::names::{site_child_name, NameRule};
 use sitegrid_api::{ServiceGrid, StatefulSetGrid};
 
@@ -51,7 +51,7 @@ pub fn statefulset(grid: &StatefulSetGrid, unit: &str) -> Arc<StatefulSet> {
     pod_spec.node_selector = Some(labels(&[(key, unit)]));
     let metadata = json!({
         "name": name, "namespace": meta.namespace, "uid": format!("uid-sts-{name}"),
-        "labels": {GRID_SELECTOR_LABEL: grid_name, GRID_UNIQ_KEY_LABEL: key, NODE_UNIT_LABEL: unit},
+        "labels": {GRID_SELECTOR_LABEL: grid_name, GRID_UNIQ_KEY_LABEL: key, SITE_LABEL: unit},
         "ownerReferences": [{"apiVersion": "superedge.io/v1", "kind": "StatefulSetGrid",
                              "name": grid_name, "uid": meta.uid, "controller": true}],
     });

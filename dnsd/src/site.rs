@@ -15,7 +15,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use sitegrid_api::labels::{GRID_SELECTOR_LABEL, NODE_UNIT_LABEL};
+use sitegrid_api::labels::{GRID_SELECTOR_LABEL, SITE_LABEL};
 use sitegrid_api::names::{site_child_name, NameRule};
 use sitegrid_api::StatefulSetGrid;
 
@@ -109,7 +109,7 @@ pub fn statefulset_selector(
     }
     let units: Vec<&str> = units.into_iter().collect();
     Some(format!(
-        "{GRID_SELECTOR_LABEL},{NODE_UNIT_LABEL} in ({})",
+        "{GRID_SELECTOR_LABEL},{SITE_LABEL} in ({})",
         units.join(",")
     ))
 }

@@ -287,7 +287,7 @@ impl Fleet {
 
     /// One `()` each time the clusters or their reachability change.
     pub fn changes(&self) -> impl Stream<Item = ()> + Send + 'static {
-        crate::sites::on_change(self.changed.subscribe())
+        crate::grid_sites::on_change(self.changed.subscribe())
     }
 }
 

@@ -26,7 +26,7 @@ use super::parent::Parent;
 use super::{local_labels, Role, HEARTBEAT_LEASE, TARGET_NAMESPACE_LABEL};
 use crate::metrics::Metrics;
 use crate::reconcile::{Error, FIELD_MANAGER, RETRY_AFTER};
-use sitegrid_api::keys::{GridUniqKey, NodeUnit};
+use sitegrid_api::keys::{GridUniqKey, SiteName};
 use sitegrid_api::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
 
 /// Managed-cluster settings.
@@ -202,7 +202,7 @@ impl<K: FedKind> Pulled<K> {
             watcher::Config::default().labels(TARGET_NAMESPACE_LABEL),
             move |local: K| Some(ObjectRef::new(&local.name_any()).within(&parent_ns)),
         )
-        .reconcile_all_on(crate::sites::on_change(sites));
+        .reconcile_all_on(crate::grid_sites::on_change(sites));
         let copies = controller.store();
         let run = tokio::spawn(controller.run(pull::<K>, retry, session.clone()).for_each(
             |result| {
@@ -343,9 +343,11 @@ async fn pull<K: FedKind>(copy: Arc<K>, session: Arc<Session>) -> Result<Action,
 pub fn local_sites<'a>(
     spec: &Value,
     nodes: impl IntoIterator<Item = Option<&'a std::collections::BTreeMap<String, String>>>,
-) -> BTreeSet<NodeUnit> {
+) -> BTreeSet<SiteName> {
     match spec.get("gridUniqKey").and_then(Value::as_str) {
-        Some(key) if !key.is_empty() => crate::sites::sites(&GridUniqKey(key.to_owned()), nodes),
+        Some(key) if !key.is_empty() => {
+            crate::grid_sites::sites_of(&GridUniqKey(key.to_owned()), nodes)
+        }
         _ => BTreeSet::new(),
     }
 }

@@ -33,7 +33,7 @@ use crate::fed::control::{FedKind, Fleet};
 use crate::fed::Role;
 use crate::metrics::Metrics;
 use crate::render::GridError;
-use sitegrid_api::keys::{GridUniqKey, NodeUnit};
+use sitegrid_api::keys::{GridUniqKey, SiteName};
 
 /// The field manager of every apply the controller makes.
 pub const FIELD_MANAGER: &str = "sitegrid-controller";
@@ -107,9 +107,9 @@ pub struct Context {
 
 impl Context {
     /// The grid's sites, from the nodes' labels.
-    pub fn sites(&self, key: &GridUniqKey) -> BTreeSet<NodeUnit> {
+    pub fn sites(&self, key: &GridUniqKey) -> BTreeSet<SiteName> {
         let nodes = self.nodes.state();
-        crate::sites::sites(key, nodes.iter().map(|n| n.metadata.labels.as_ref()))
+        crate::grid_sites::sites_of(key, nodes.iter().map(|n| n.metadata.labels.as_ref()))
     }
 
     /// Key under which [`Self::reconciled`] and the metrics know a grid.

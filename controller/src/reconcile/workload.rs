@@ -16,7 +16,7 @@ use crate::fed::control::FedKind;
 use crate::fed::Role;
 use crate::render::{self, GridError, SiteError, SiteResults, Workload};
 use crate::status::{self, budget, reason, Failure};
-use sitegrid_api::keys::{GridUniqKey, NodeUnit, TemplateName};
+use sitegrid_api::keys::{GridUniqKey, SiteName, TemplateName};
 use sitegrid_api::labels::GRID_SELECTOR_LABEL;
 use sitegrid_api::names::site_child_name;
 use sitegrid_api::GridTemplates;
@@ -36,7 +36,7 @@ pub trait WorkloadGrid: FedKind {
     /// `spec.autoDeleteUnusedTemplate`.
     fn auto_delete_unused_template(&self) -> bool;
     /// The children per site (see [`crate::render`]).
-    fn render(&self, units: &BTreeSet<NodeUnit>) -> Result<SiteResults<Self::Child>, GridError>;
+    fn render(&self, sites: &BTreeSet<SiteName>) -> Result<SiteResults<Self::Child>, GridError>;
     /// The grid's current status as JSON (`None` if it has none).
     fn status_json(&self) -> Option<Value>;
     /// A child's status as JSON (`{}` if it has none).
@@ -62,8 +62,8 @@ macro_rules! workload_grid {
             fn auto_delete_unused_template(&self) -> bool {
                 self.spec.auto_delete_unused_template == Some(true)
             }
-            fn render(&self, units: &BTreeSet<NodeUnit>) -> Result<SiteResults<$child>, GridError> {
-                $render(self, units)
+            fn render(&self, sites: &BTreeSet<SiteName>) -> Result<SiteResults<$child>, GridError> {
+                $render(self, sites)
             }
             fn status_json(&self) -> Option<Value> {
                 self.status
@@ -146,8 +146,8 @@ async fn reconcile_once<G: WorkloadGrid>(grid: Arc<G>, ctx: Arc<Context>) -> Res
     };
     let uid = grid.meta().uid.clone().ok_or(GridError::NotPersisted)?;
     let child_kind = G::Child::kind(&());
-    let units = ctx.sites(grid.key());
-    let rendered = match grid.render(&units) {
+    let sites = ctx.sites(grid.key());
+    let rendered = match grid.render(&sites) {
         Ok(rendered) => rendered,
         Err(err) => return report_unrenderable(&*grid, &ctx, &err).await,
     };
@@ -165,9 +165,9 @@ async fn reconcile_once<G: WorkloadGrid>(grid: Arc<G>, ctx: Arc<Context>) -> Res
 
     // Sites are applied a few at a time: with thousands of sites one by one
     // would take minutes, all at once would flood the API server.
-    let outcomes: Vec<(NodeUnit, String, Result<G::Child, SiteFailure>)> =
-        futures::stream::iter(rendered.into_iter().map(|(unit, result)| {
-            let name = site_child_name(&grid_name, unit.as_str(), G::Child::NAME_RULE);
+    let outcomes: Vec<(SiteName, String, Result<G::Child, SiteFailure>)> =
+        futures::stream::iter(rendered.into_iter().map(|(site, result)| {
+            let name = site_child_name(&grid_name, site.as_str(), G::Child::NAME_RULE);
             let (ctx, api, existing, child_kind) = (&ctx, &api, &existing, &child_kind);
             async move {
                 let outcome = match result {
@@ -178,7 +178,7 @@ async fn reconcile_once<G: WorkloadGrid>(grid: Arc<G>, ctx: Arc<Context>) -> Res
                             transient: is_transient(&err),
                             failure: Failure {
                                 reason: reason::APPLY_FAILED,
-                                message: format!("site {unit}: {child_kind} {name}: {err}"),
+                                message: format!("site {site}: {child_kind} {name}: {err}"),
                             },
                         }),
                     Err(err) => Err(SiteFailure {
@@ -192,7 +192,7 @@ async fn reconcile_once<G: WorkloadGrid>(grid: Arc<G>, ctx: Arc<Context>) -> Res
                         },
                     }),
                 };
-                (unit, name, outcome)
+                (site, name, outcome)
             }
         }))
         .buffered(APPLY_CONCURRENCY)
@@ -204,22 +204,22 @@ async fn reconcile_once<G: WorkloadGrid>(grid: Arc<G>, ctx: Arc<Context>) -> Res
     let mut failures = BTreeMap::new();
     let mut keep = BTreeSet::new();
     let mut transient = 0;
-    for (unit, name, outcome) in outcomes {
+    for (site, name, outcome) in outcomes {
         keep.insert(name.clone());
         let child = match outcome {
             Ok(child) => Some(child),
-            Err(site) => {
-                transient += usize::from(site.transient);
-                failures.insert(unit.clone(), site.failure);
+            Err(failed) => {
+                transient += usize::from(failed.transient);
+                failures.insert(site.clone(), failed.failure);
                 // A site that cannot be updated keeps running what it has.
                 existing.remove(&name)
             }
         };
         if let Some(child) = child {
             if G::child_ready(&child) {
-                ready.insert(unit.clone());
+                ready.insert(site.clone());
             }
-            live.insert(unit, G::child_status(&child));
+            live.insert(site, G::child_status(&child));
         }
     }
 
@@ -307,12 +307,12 @@ pub(super) fn is_transient(err: &Error) -> bool {
 async fn warn_new_failures<G: WorkloadGrid>(
     grid: &G,
     ctx: &Context,
-    failures: &BTreeMap<NodeUnit, Failure>,
+    failures: &BTreeMap<SiteName, Failure>,
     previous: Option<&Value>,
 ) {
     let new = status::new_failures(failures, previous);
-    for (unit, failure) in new.iter().take(MAX_SITE_EVENTS) {
-        tracing::warn!(grid = %grid.name_any(), namespace = %grid.namespace().unwrap_or_default(), site = %unit, reason = failure.reason, "{}", failure.message);
+    for (site, failure) in new.iter().take(MAX_SITE_EVENTS) {
+        tracing::warn!(grid = %grid.name_any(), namespace = %grid.namespace().unwrap_or_default(), site = %site, reason = failure.reason, "{}", failure.message);
         ctx.warn(grid, failure.reason, failure.message.clone())
             .await;
     }
@@ -328,7 +328,7 @@ async fn warn_new_failures<G: WorkloadGrid>(
 }
 
 /// `ApplyFailed: 9990` style counts, by reason.
-fn failures_by_reason(failures: &[(&NodeUnit, &Failure)]) -> String {
+fn failures_by_reason(failures: &[(&SiteName, &Failure)]) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for (_, failure) in failures {
         *counts.entry(failure.reason).or_default() += 1;

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{render_sites, GridError, SiteResults, Workload};
 use sitegrid_api::names::NameRule;
-use sitegrid_api::{DeploymentGrid, NodeUnit};
+use sitegrid_api::{DeploymentGrid, SiteName};
 
 impl Workload for Deployment {
     type Spec = DeploymentSpec;
@@ -28,13 +28,13 @@ impl Workload for Deployment {
 
 /// The Deployment each site of `grid` should run.
 ///
-/// Each is named `{grid}-{unit}` (see [`super::name`]), runs the site's
-/// template with `nodeSelector[gridUniqKey] = unit`, carries the grid labels
+/// Each is named `{grid}-{site}` (see [`sitegrid_api::names`]), runs the site's
+/// template with `nodeSelector[gridUniqKey] = site`, carries the grid labels
 /// and is controlled by the grid. A site whose template is missing from the
 /// pool gets an error; the others still render.
 pub fn render_deployments(
     grid: &DeploymentGrid,
-    units: &BTreeSet<NodeUnit>,
+    sites: &BTreeSet<SiteName>,
 ) -> Result<SiteResults<Deployment>, GridError> {
-    render_sites(grid, &grid.spec, units, &grid.spec.grid_uniq_key)
+    render_sites(grid, &grid.spec, sites, &grid.spec.grid_uniq_key)
 }

@@ -17,8 +17,8 @@ pub use deployment::render_deployments;
 pub use service::render_service;
 pub use statefulset::render_statefulsets;
 
-use sitegrid_api::keys::{GridUniqKey, NodeUnit, TemplateName};
-use sitegrid_api::labels::{GRID_SELECTOR_LABEL, GRID_UNIQ_KEY_LABEL, NODE_UNIT_LABEL};
+use sitegrid_api::keys::{GridUniqKey, SiteName, TemplateName};
+use sitegrid_api::labels::{GRID_SELECTOR_LABEL, GRID_UNIQ_KEY_LABEL, SITE_LABEL};
 use sitegrid_api::names::{self, NameRule};
 use sitegrid_api::{GridTemplates, TemplateError};
 
@@ -61,20 +61,20 @@ impl GridError {
 /// Why one site of a workload grid cannot be rendered; the other sites still are.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SiteError {
-    /// `templates[unit]` or `defaultTemplateName` names no `templatePool` entry.
-    #[error("site {unit}: template \"{template}\" is not in templatePool")]
+    /// `templates[site]` or `defaultTemplateName` names no `templatePool` entry.
+    #[error("site {site}: template \"{template}\" is not in templatePool")]
     UnknownTemplate {
         /// The site.
-        unit: NodeUnit,
+        site: SiteName,
         /// The missing pool entry.
         template: TemplateName,
     },
     /// The site's `templatePool` entry is not a workload spec (see
     /// [`sitegrid_api::Template`]).
-    #[error("site {unit}: templatePool entry \"{template}\" is not a valid template: {error}")]
+    #[error("site {site}: templatePool entry \"{template}\" is not a valid template: {error}")]
     UnreadableTemplate {
         /// The site.
-        unit: NodeUnit,
+        site: SiteName,
         /// The pool entry.
         template: TemplateName,
         /// The decoder's complaint.
@@ -83,7 +83,7 @@ pub enum SiteError {
 }
 
 /// The outcome per site: its object, or why it has none.
-pub type SiteResults<T> = BTreeMap<NodeUnit, Result<T, SiteError>>;
+pub type SiteResults<T> = BTreeMap<SiteName, Result<T, SiteError>>;
 
 /// Whether the two grid labels every child carries can hold `grid_name` and
 /// `key` (label values: at most 63 characters, alphanumeric at both ends,
@@ -158,12 +158,12 @@ pub trait Workload: Sized {
 }
 
 /// Renders one workload per site: picks each site's template, names the
-/// child `{grid}-{unit}` under the workload's rule, labels it with its site
-/// ([`NODE_UNIT_LABEL`]) and pins its pods to the site (`nodeSelector[key] = unit`).
+/// child `{grid}-{site}` under the workload's rule, labels it with its site
+/// ([`SITE_LABEL`]) and pins its pods to the site (`nodeSelector[key] = site`).
 fn render_sites<K, S, W>(
     grid: &K,
     spec: &S,
-    units: &BTreeSet<NodeUnit>,
+    sites: &BTreeSet<SiteName>,
     key: &GridUniqKey,
 ) -> Result<SiteResults<W>, GridError>
 where
@@ -173,44 +173,44 @@ where
 {
     let grid_name = grid.meta().name.as_deref().ok_or(GridError::NotPersisted)?;
     check_grid_labels(grid_name, key)?;
-    units
+    sites
         .iter()
-        .map(|unit| {
-            let child = match spec.template_for(unit) {
+        .map(|site| {
+            let child = match spec.template_for(site) {
                 Ok(template) => {
-                    let name = names::site_child_name(grid_name, unit.as_str(), W::NAME_RULE);
+                    let name = names::site_child_name(grid_name, site.as_str(), W::NAME_RULE);
                     let mut spec = template.clone();
-                    pin_to_site(W::pod_template(&mut spec), key, unit);
+                    pin_to_site(W::pod_template(&mut spec), key, site);
                     let mut meta = child_meta(grid, name, key)?;
                     meta.labels
                         .get_or_insert_with(Default::default)
-                        .insert(NODE_UNIT_LABEL.to_owned(), unit.to_string());
+                        .insert(SITE_LABEL.to_owned(), site.to_string());
                     Ok(W::new(meta, spec))
                 }
                 Err(TemplateError::Missing(template)) => Err(SiteError::UnknownTemplate {
-                    unit: unit.clone(),
+                    site: site.clone(),
                     template,
                 }),
                 Err(TemplateError::Unreadable { name, error }) => {
                     Err(SiteError::UnreadableTemplate {
-                        unit: unit.clone(),
+                        site: site.clone(),
                         template: name,
                         error,
                     })
                 }
             };
-            Ok((unit.clone(), child))
+            Ok((site.clone(), child))
         })
         .collect()
 }
 
-/// Pins a pod template to one site: `nodeSelector[key] = unit`, merged with
+/// Pins a pod template to one site: `nodeSelector[key] = site`, merged with
 /// the template's own node selector (the site wins on the same key).
-fn pin_to_site(template: &mut PodTemplateSpec, key: &GridUniqKey, unit: &NodeUnit) {
+fn pin_to_site(template: &mut PodTemplateSpec, key: &GridUniqKey, site: &SiteName) {
     template
         .spec
         .get_or_insert_with(Default::default)
         .node_selector
         .get_or_insert_with(Default::default)
-        .insert(key.to_string(), unit.to_string());
+        .insert(key.to_string(), site.to_string());
 }

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{render_sites, GridError, SiteResults, Workload};
 use sitegrid_api::names::NameRule;
-use sitegrid_api::{NodeUnit, StatefulSetGrid};
+use sitegrid_api::{SiteName, StatefulSetGrid};
 
 impl Workload for StatefulSet {
     type Spec = StatefulSetSpec;
@@ -28,14 +28,14 @@ impl Workload for StatefulSet {
 
 /// The StatefulSet each site of `grid` should run.
 ///
-/// Each is named `{grid}-{unit}` (see [`super::name`]), runs the site's
+/// Each is named `{grid}-{site}` (see [`sitegrid_api::names`]), runs the site's
 /// template (keeping its `serviceName`, so all sites share one headless
-/// Service) with `nodeSelector[gridUniqKey] = unit`, carries the grid labels
+/// Service) with `nodeSelector[gridUniqKey] = site`, carries the grid labels
 /// and is controlled by the grid. A site whose template is missing from the
 /// pool gets an error; the others still render.
 pub fn render_statefulsets(
     grid: &StatefulSetGrid,
-    units: &BTreeSet<NodeUnit>,
+    sites: &BTreeSet<SiteName>,
 ) -> Result<SiteResults<StatefulSet>, GridError> {
-    render_sites(grid, &grid.spec, units, &grid.spec.grid_uniq_key)
+    render_sites(grid, &grid.spec, sites, &grid.spec.grid_uniq_key)
 }

@@ -75,7 +75,7 @@ pub(super) async fn run_controllers(
     });
     let config = controller::Config::default().concurrency(options.concurrency);
     let owned = || watcher::Config::default().labels(GRID_SELECTOR_LABEL);
-    let sites_changed = || crate::sites::on_change(site_rx.clone());
+    let sites_changed = || crate::grid_sites::on_change(site_rx.clone());
 
     let deployments = Controller::new(
         Api::<DeploymentGrid>::all(client.clone()),
@@ -127,13 +127,13 @@ pub(super) async fn run_controllers(
         ]
     });
 
-    // The sites controller (NodeUnits and NodeGroups) shares the lease.
+    // The site-manager controller (NodeUnits and NodeGroups) shares the lease.
     let sites = {
-        let site_options = options.sites;
+        let site_options = options.site_manager;
         let (client, metrics, stop) = (client.clone(), ops.metrics.clone(), stop.clone());
         async move {
             if let Some(site_options) = site_options {
-                crate::nodeunits::sync::run(client, site_options, metrics, stop).await;
+                crate::site_manager::sync::run(client, site_options, metrics, stop).await;
             }
         }
     };
@@ -193,7 +193,7 @@ fn watch_sites(
                 continue;
             }
             let state = nodes.state();
-            let fingerprint = crate::sites::label_fingerprint(state.iter().map(|n| {
+            let fingerprint = crate::grid_sites::label_fingerprint(state.iter().map(|n| {
                 (
                     n.metadata.name.as_deref().unwrap_or_default(),
                     n.metadata.labels.as_ref(),

@@ -64,8 +64,8 @@ pub struct Options {
     pub concurrency: u16,
     /// Leader election, or `None` to run unconditionally.
     pub election: Option<Election>,
-    /// The sites controller (NodeUnits and NodeGroups), or `None` (`--sites=false`).
-    pub sites: Option<crate::nodeunits::sync::SiteOptions>,
+    /// The site-manager controller (NodeUnits and NodeGroups), or `None` (`--sites=false`).
+    pub site_manager: Option<crate::site_manager::sync::SiteManagerOptions>,
     /// Managed-cluster mode (`--parent-secret`), or `None`.
     pub managed: Option<crate::fed::managed::ManagedOptions>,
     /// Control-cluster mode: when a managed cluster counts as unreachable.

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sitegrid_api::labels::{GRID_SELECTOR_LABEL, GRID_UNIQ_KEY_LABEL, NODE_UNIT_LABEL};
+use sitegrid_api::labels::{GRID_SELECTOR_LABEL, GRID_UNIQ_KEY_LABEL, SITE_LABEL};
 use sitegrid_api::names::{site_child_name, NameRule};
 use sitegrid_fakeapi::{ApiServer, ApiServerConfig, ServerHandle};
 
@@ -163,7 +163,7 @@ impl Cluster {
         self.server.apply(json!({
             "apiVersion": "apps/v1", "kind": "StatefulSet", "spec": spec,
             "metadata": {"name": name, "namespace": "default", "uid": format!("uid-sts-{name}"),
-                "labels": {GRID_SELECTOR_LABEL: grid_name, GRID_UNIQ_KEY_LABEL: key, NODE_UNIT_LABEL: unit},
+                "labels": {GRID_SELECTOR_LABEL: grid_name, GRID_UNIQ_KEY_LABEL: key, SITE_LABEL: unit},
                 "ownerReferences": [{"apiVersion": "superedge.io/v1", "kind": "StatefulSetGrid", "name": grid_name,
                     "uid": grid["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]},
         }))

@@ -1,4 +1,4 @@
-//! The shell of the sites controller: reflects Nodes (trimmed to what
+//! The shell of the site-manager controller: reflects Nodes (trimmed to what
 //! membership reads: metadata, taints, cordon and the Ready condition),
 //! NodeUnits and NodeGroups; after each burst of changes runs
 //! [`decide::decide`] over the stores and executes its [`Actions`].
@@ -27,7 +27,7 @@ use super::decide::{self, Actions, Target, Warning, World, FINALIZER};
 use super::membership::NodeInfo;
 use crate::metrics::Metrics;
 use crate::reconcile::FIELD_MANAGER;
-use sitegrid_api::site::{NodeGroup, NodeUnit};
+use sitegrid_api::site_manager::{NodeGroup, NodeUnit};
 
 /// How long to let a burst of events settle before a pass.
 const SETTLE: Duration = Duration::from_millis(100);
@@ -43,9 +43,9 @@ const NODE_WRITES_AT_ONCE: usize = 8;
 /// A pass this soon after one whose writes failed.
 const RETRY: Duration = Duration::from_secs(3);
 
-/// How the sites controller runs.
+/// How the site-manager controller runs.
 #[derive(Clone, Copy, Debug)]
-pub struct SiteOptions {
+pub struct SiteManagerOptions {
     /// Keep the default unit `unit-node-all`.
     pub default_unit: bool,
 }
@@ -53,7 +53,7 @@ pub struct SiteOptions {
 /// Runs until `stop` resolves.
 pub async fn run(
     client: Client,
-    options: SiteOptions,
+    options: SiteManagerOptions,
     metrics: Arc<Metrics>,
     stop: impl std::future::Future<Output = ()>,
 ) {
@@ -281,7 +281,7 @@ impl Writer {
     /// One pass; whether every write succeeded.
     async fn pass(
         &self,
-        options: &SiteOptions,
+        options: &SiteManagerOptions,
         nodes: &Store<Node>,
         units: &Store<NodeUnit>,
         groups: &Store<NodeGroup>,

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::Taint;
 
 use sitegrid_api::names::{child_name, NameRule};
-use sitegrid_api::site::{
+use sitegrid_api::site_manager::{
     NodeGroupSpec, NodeUnitSpec, NodeUnitType, Selector, GROUP_LABEL_VALUE, UNIT_LABEL_VALUE,
 };
 
@@ -491,7 +491,7 @@ pub(crate) mod tests {
         let nodes = [node("bj-1", &[]), node("gz-1", &[]), node("other", &[])];
         let beijing = NodeUnitSpec {
             nodes: vec!["bj-1".into()],
-            set_node: sitegrid_api::site::SetNode {
+            set_node: sitegrid_api::site_manager::SetNode {
                 labels: map(&[("location", "beijing")]),
                 ..Default::default()
             },

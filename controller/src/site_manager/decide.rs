@@ -1,4 +1,4 @@
-//! One pass of the sites controller as a pure function: from the nodes,
+//! One pass of the site-manager controller as a pure function: from the nodes,
 //! NodeUnits and NodeGroups the controller sees, every write it should make
 //! ([`Actions`]). The shell ([`super::sync`]) only executes them, so what is
 //! written, and that nothing is written at rest, is tested by value here.
@@ -27,7 +27,7 @@ use serde_json::{json, Value};
 
 use super::membership::{self, Conflict, Desired, NodeInfo, UnitInfo, DEFAULT_UNIT};
 use super::plan::{self, NodePlan};
-use sitegrid_api::site::{
+use sitegrid_api::site_manager::{
     NodeGroup, NodeGroupStatus, NodeUnit, NodeUnitSpec, NodeUnitStatus, Selector,
     GROUP_LABEL_VALUE, UNIT_LABEL_VALUE,
 };
@@ -131,7 +131,7 @@ pub fn decide(world: World<'_>, default_unit: bool, now: &Time) -> Actions {
         };
         infos.push((info, members));
     }
-    let group_specs: Vec<(String, &sitegrid_api::site::NodeGroupSpec)> = live_groups
+    let group_specs: Vec<(String, &sitegrid_api::site_manager::NodeGroupSpec)> = live_groups
         .iter()
         .map(|g| (g.name_any(), &g.spec))
         .collect();
@@ -205,7 +205,7 @@ fn users_spec(unit: &NodeUnit) -> NodeUnitSpec {
 /// The groups `unit` belongs to (a group whose selector cannot be read
 /// claims no units).
 fn groups_of_unit<'g>(
-    groups: &[(&'g str, &sitegrid_api::site::NodeGroupSpec)],
+    groups: &[(&'g str, &sitegrid_api::site_manager::NodeGroupSpec)],
     unit: &UnitInfo<'_>,
 ) -> Vec<&'g str> {
     groups
@@ -522,8 +522,8 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     use super::*;
-    use crate::nodeunits::membership::tests::{map, node};
-    use sitegrid_api::site::NodeGroupSpec;
+    use crate::site_manager::membership::tests::{map, node};
+    use sitegrid_api::site_manager::NodeGroupSpec;
 
     fn named_unit(name: &str, nodes: &[&str]) -> NodeUnit {
         NodeUnit::new(
@@ -591,7 +591,7 @@ mod tests {
         serde_json::from_value(value).expect("from json")
     }
 
-    /// The API server, as far as the sites controller can tell.
+    /// The API server, as far as the site-manager controller can tell.
     #[derive(Default)]
     struct Sim {
         nodes: Vec<NodeInfo>,
@@ -862,7 +862,10 @@ mod tests {
         assert_eq!(status.ready_rate, "3/3");
         assert_eq!(status.ready_nodes, ["bj-1", "bj-2", "bj-3"]);
         let all = sim.unit(DEFAULT_UNIT);
-        assert_eq!(all.spec.unit_type, sitegrid_api::site::NodeUnitType::Other);
+        assert_eq!(
+            all.spec.unit_type,
+            sitegrid_api::site_manager::NodeUnitType::Other
+        );
         assert_eq!(all.status.as_ref().expect("status").ready_rate, "6/6");
         let g = sim.groups[0].status.clone().expect("group status");
         assert_eq!(
