@@ -43,17 +43,6 @@ pub fn label_fingerprint<'a>(
     hasher.finish()
 }
 
-/// One `()` each time the watched value changes (a trigger for
-/// `Controller::reconcile_all_on`); ends when the sender is dropped.
-pub fn on_change<T: Send + Sync + 'static>(
-    rx: tokio::sync::watch::Receiver<T>,
-) -> impl futures::Stream<Item = ()> + Send + 'static {
-    futures::stream::unfold(rx, |mut rx| async move {
-        rx.changed().await.ok()?;
-        Some(((), rx))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,5 +24,6 @@ pub mod metrics;
 pub mod reconcile;
 pub mod render;
 pub mod run;
+pub mod shared;
 pub mod site_manager;
 pub mod status;

@@ -24,64 +24,18 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
+use sitegrid_api::keys::{GridUniqKey, SiteName};
 
 pub use service::reconcile_service;
 pub use workload::{reconcile_workload, WorkloadGrid};
 
 use crate::drift;
-use crate::fed::control::{FedKind, Fleet};
+use crate::fed::fleet::Fleet;
 use crate::fed::Role;
 use crate::metrics::Metrics;
-use crate::render::GridError;
-use sitegrid_api::keys::{GridUniqKey, SiteName};
-
-/// The field manager of every apply the controller makes.
-pub const FIELD_MANAGER: &str = "sitegrid-controller";
-
-/// Why a reconcile failed (it is retried after [`RETRY_AFTER`]).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The grid cannot be rendered at all.
-    #[error(transparent)]
-    Grid(#[from] GridError),
-    /// An API request failed.
-    #[error("{}", describe(.0))]
-    Kube(#[from] kube::Error),
-    /// An object could not be turned into JSON.
-    #[error("encoding an object: {0}")]
-    Json(#[from] serde_json::Error),
-    /// Some sites failed to apply; the others were reconciled.
-    #[error("{failed} site(s) could not be applied")]
-    Sites {
-        /// How many.
-        failed: usize,
-    },
-}
-
-/// An API error as one line: the API server's own message for a refused
-/// request (what `kubectl` would print), the client's error otherwise.
-fn describe(err: &kube::Error) -> String {
-    match err {
-        kube::Error::Api(status) => format!("{} ({})", status.message, status.reason),
-        other => format!("kubernetes API: {other}"),
-    }
-}
-
-/// How long a failed reconcile waits before it is retried (the first time;
-/// see [`retry_after`]).
-pub const RETRY_AFTER: Duration = Duration::from_secs(10);
-
-/// The longest wait between retries of a grid that keeps failing.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
-
-/// The wait before retry number `failures` (1, 2, …) of one grid:
-/// [`RETRY_AFTER`] doubled each time, at most [`MAX_RETRY_AFTER`], so a grid
-/// that keeps failing (an API server answering 500, a webhook down) costs
-/// one attempt per five minutes rather than one per ten seconds.
-pub fn retry_after(failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(16);
-    (RETRY_AFTER * 2u32.pow(doublings)).min(MAX_RETRY_AFTER)
-}
+use crate::shared::retry::retry_after;
+use crate::shared::time::now;
+use crate::shared::{Error, GridKind, FIELD_MANAGER};
 
 /// What every reconcile shares.
 pub struct Context {
@@ -204,7 +158,7 @@ impl Context {
     /// lies: its status is its managed cluster's to write) or a grid being
     /// deleted (its copies go first, then the finalizer; garbage collection
     /// removes its children) needs nothing more: the action to return.
-    async fn copy_or_deleted<K: FedKind>(&self, grid: &K) -> Result<Option<Action>, Error> {
+    async fn copy_or_deleted<K: GridKind>(&self, grid: &K) -> Result<Option<Action>, Error> {
         if matches!(Role::of(grid.meta().labels.as_ref()), Role::Copy { .. }) {
             return Ok(Some(Action::await_change()));
         }
@@ -215,15 +169,15 @@ impl Context {
         Ok(Some(Action::await_change()))
     }
 
-    /// See [`crate::fed::control::distribute`].
-    async fn distribute<K: FedKind>(
+    /// See [`crate::fed::distribute::distribute`].
+    async fn distribute<K: GridKind>(
         &self,
         grid: &K,
         local: Option<&Value>,
         previous: Option<&Value>,
         now: &str,
     ) -> Result<Option<Value>, Error> {
-        crate::fed::control::distribute(
+        crate::fed::distribute::distribute(
             grid,
             &self.client,
             &self.fleet,
@@ -251,13 +205,6 @@ impl Context {
     }
 }
 
-/// The current time as Kubernetes writes it in conditions (RFC 3339, seconds).
-pub(crate) fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
-
 /// Whether `child` is controlled by the object with `uid`.
 fn controlled_by<C: Resource>(child: &C, uid: &str) -> bool {
     child
@@ -283,16 +230,4 @@ pub fn error_policy<K: Resource<DynamicType = ()>>(
     let wait = retry_after(failures);
     tracing::warn!(kind = %K::kind(&()), grid = %grid.name_any(), namespace = %grid.namespace().unwrap_or_default(), %error, failures, retry_in = ?wait, "reconcile failed; retrying");
     Action::requeue(wait)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_grid_that_keeps_failing_waits_longer_each_time_up_to_five_minutes() {
-        let waits: Vec<u64> = (1..=7).map(|n| retry_after(n).as_secs()).collect();
-        assert_eq!(waits, [10, 20, 40, 80, 160, 300, 300]);
-        assert_eq!(retry_after(u32::MAX), MAX_RETRY_AFTER);
-    }
 }

@@ -6,11 +6,13 @@ use k8s_openapi::api::core::v1::Service;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-
-use super::{controlled_by, now, Context, Error};
-use crate::render::{self, GridError};
-use crate::status::{self, reason, Failure};
 use sitegrid_api::ServiceGrid;
+
+use super::{controlled_by, Context};
+use crate::render::{self, GridError};
+use crate::shared::time::now;
+use crate::shared::Error;
+use crate::status::{self, reason, Failure};
 
 /// Reconciles one ServiceGrid: applies `{grid}-svc` (its allocated
 /// `clusterIP` and node ports are kept: the controller never sets them unless
@@ -49,7 +51,7 @@ async fn reconcile_once(grid: Arc<ServiceGrid>, ctx: Arc<Context>) -> Result<Act
                 .await
                 .map(|_| ())
                 .map_err(|err| {
-                    let transient = super::workload::is_transient(&err);
+                    let transient = err.is_transient();
                     let failure = Failure {
                         reason: reason::APPLY_FAILED,
                         message: format!("Service {name}: {err}"),

@@ -8,24 +8,25 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::{json, Value};
-
-use futures::StreamExt;
-
-use super::{controlled_by, now, Context, Error, FIELD_MANAGER};
-use crate::fed::control::FedKind;
-use crate::fed::Role;
-use crate::render::{self, GridError, SiteError, SiteResults, Workload};
-use crate::status::{self, budget, reason, Failure};
 use sitegrid_api::keys::{GridUniqKey, SiteName, TemplateName};
 use sitegrid_api::labels::GRID_SELECTOR_LABEL;
 use sitegrid_api::names::site_child_name;
 use sitegrid_api::GridTemplates;
 use sitegrid_api::{DeploymentGrid, StatefulSetGrid};
 
+use futures::StreamExt;
+
+use super::{controlled_by, Context};
+use crate::fed::Role;
+use crate::render::{self, GridError, SiteError, SiteResults, Workload};
+use crate::shared::time::now;
+use crate::shared::{Error, GridKind, FIELD_MANAGER};
+use crate::status::{self, budget, reason, Failure};
+
 /// What the reconciler needs to know about a workload grid kind.
-pub trait WorkloadGrid: FedKind {
+pub trait WorkloadGrid: GridKind {
     /// The workload each site runs.
-    type Child: Workload + FedKind;
+    type Child: Workload + GridKind;
     /// The spec with the template fields.
     type Spec: GridTemplates;
 
@@ -175,7 +176,7 @@ async fn reconcile_once<G: WorkloadGrid>(grid: Arc<G>, ctx: Arc<Context>) -> Res
                         .apply_child(api, &desired, existing.get(&name))
                         .await
                         .map_err(|err| SiteFailure {
-                            transient: is_transient(&err),
+                            transient: err.is_transient(),
                             failure: Failure {
                                 reason: reason::APPLY_FAILED,
                                 message: format!("site {site}: {child_kind} {name}: {err}"),
@@ -289,17 +290,6 @@ const MAX_SITE_EVENTS: usize = 10;
 struct SiteFailure {
     failure: Failure,
     transient: bool,
-}
-
-/// Whether an apply that failed with `err` may succeed if simply retried:
-/// not when the API server refused the object itself (400 BadRequest, 422
-/// Invalid), which only a change to the grid can fix.
-pub(super) fn is_transient(err: &Error) -> bool {
-    match err {
-        Error::Kube(kube::Error::Api(status)) => !matches!(status.code, 400 | 422),
-        Error::Json(_) => false,
-        _ => true,
-    }
 }
 
 /// Publishes a Warning event for each site that newly failed (the first

@@ -5,10 +5,10 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-use super::{render_sites, GridError, SiteResults, Workload};
 use sitegrid_api::names::NameRule;
 use sitegrid_api::{DeploymentGrid, SiteName};
+
+use super::{render_sites, GridError, SiteResults, Workload};
 
 impl Workload for Deployment {
     type Spec = DeploymentSpec;

@@ -12,15 +12,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
-
-pub use deployment::render_deployments;
-pub use service::render_service;
-pub use statefulset::render_statefulsets;
-
 use sitegrid_api::keys::{GridUniqKey, SiteName, TemplateName};
 use sitegrid_api::labels::{GRID_SELECTOR_LABEL, GRID_UNIQ_KEY_LABEL, SITE_LABEL};
 use sitegrid_api::names::{self, NameRule};
 use sitegrid_api::{GridTemplates, TemplateError};
+
+pub use deployment::render_deployments;
+pub use service::render_service;
+pub use statefulset::render_statefulsets;
 
 /// Why a grid cannot be rendered at all.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

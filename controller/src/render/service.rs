@@ -1,11 +1,11 @@
 //! ServiceGrid → one Service shared by all sites.
 
 use k8s_openapi::api::core::v1::Service;
-
-use super::{child_meta, GridError};
 use sitegrid_api::labels::TOPOLOGY_KEYS_ANNOTATION;
 use sitegrid_api::names;
 use sitegrid_api::ServiceGrid;
+
+use super::{child_meta, GridError};
 
 /// The Service `{grid}-svc` of `grid`.
 ///

@@ -15,16 +15,18 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource};
 use parking_lot::Mutex;
+use sitegrid_api::labels::GRID_SELECTOR_LABEL;
+use sitegrid_api::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::Options;
-use crate::fed::{self, control, control::Fleet};
+use crate::fed::{self, distribute, fleet::Fleet};
 use crate::health::Health;
 use crate::metrics::KindCensus;
 use crate::reconcile::{self, Context};
-use sitegrid_api::labels::GRID_SELECTOR_LABEL;
-use sitegrid_api::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
+use crate::shared::trigger::{on_change, TriggerBackoff};
+use crate::shared::FIELD_MANAGER;
 
 type NodeMeta = PartialObjectMeta<Node>;
 type NodeEvent = Result<watcher::Event<NodeMeta>, watcher::Error>;
@@ -63,7 +65,7 @@ pub(super) async fn run_controllers(
         recorder: Recorder::new(
             client.clone(),
             Reporter {
-                controller: reconcile::FIELD_MANAGER.into(),
+                controller: FIELD_MANAGER.into(),
                 instance: options.election.as_ref().map(|e| e.identity.clone()),
             },
         ),
@@ -75,19 +77,19 @@ pub(super) async fn run_controllers(
     });
     let config = controller::Config::default().concurrency(options.concurrency);
     let owned = || watcher::Config::default().labels(GRID_SELECTOR_LABEL);
-    let sites_changed = || crate::grid_sites::on_change(site_rx.clone());
+    let sites_changed = || on_change(site_rx.clone());
 
     let deployments = Controller::new(
         Api::<DeploymentGrid>::all(client.clone()),
         watcher::Config::default(),
     )
     .with_config(config.clone())
-    .trigger_backoff(super::TriggerBackoff::default())
+    .trigger_backoff(TriggerBackoff::default())
     .owns(Api::<Deployment>::all(client.clone()), owned())
     .watches(
         Api::<DeploymentGrid>::all(client.clone()),
-        control::copies_config(),
-        |copy| control::original_of(&copy),
+        distribute::copies_config(),
+        |copy| distribute::original_of(&copy),
     )
     .reconcile_all_on(sites_changed())
     .reconcile_all_on(fleet.changes())
@@ -97,12 +99,12 @@ pub(super) async fn run_controllers(
         watcher::Config::default(),
     )
     .with_config(config.clone())
-    .trigger_backoff(super::TriggerBackoff::default())
+    .trigger_backoff(TriggerBackoff::default())
     .owns(Api::<StatefulSet>::all(client.clone()), owned())
     .watches(
         Api::<StatefulSetGrid>::all(client.clone()),
-        control::copies_config(),
-        |copy| control::original_of(&copy),
+        distribute::copies_config(),
+        |copy| distribute::original_of(&copy),
     )
     .reconcile_all_on(sites_changed())
     .reconcile_all_on(fleet.changes())
@@ -112,7 +114,7 @@ pub(super) async fn run_controllers(
         watcher::Config::default(),
     )
     .with_config(config)
-    .trigger_backoff(super::TriggerBackoff::default())
+    .trigger_backoff(TriggerBackoff::default())
     .owns(Api::<Service>::all(client.clone()), owned())
     .reconcile_all_on(fleet.changes())
     .graceful_shutdown_on(stop.clone());

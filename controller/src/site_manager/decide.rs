@@ -24,13 +24,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use kube::{Resource, ResourceExt};
 use serde_json::{json, Value};
-
-use super::membership::{self, Conflict, Desired, NodeInfo, UnitInfo, DEFAULT_UNIT};
-use super::plan::{self, NodePlan};
 use sitegrid_api::site_manager::{
     NodeGroup, NodeGroupStatus, NodeUnit, NodeUnitSpec, NodeUnitStatus, Selector,
     GROUP_LABEL_VALUE, UNIT_LABEL_VALUE,
 };
+
+use super::membership::{self, Conflict, Desired, NodeInfo, UnitInfo, DEFAULT_UNIT};
+use super::plan::{self, NodePlan};
 
 /// Held by every NodeUnit and NodeGroup until sitegrid has removed from the
 /// nodes what it set for them.

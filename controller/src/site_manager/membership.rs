@@ -17,7 +17,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Taint;
-
 use sitegrid_api::names::{child_name, NameRule};
 use sitegrid_api::site_manager::{
     NodeGroupSpec, NodeUnitSpec, NodeUnitType, Selector, GROUP_LABEL_VALUE, UNIT_LABEL_VALUE,

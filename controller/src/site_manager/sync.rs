@@ -22,12 +22,12 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
+use sitegrid_api::site_manager::{NodeGroup, NodeUnit};
 
 use super::decide::{self, Actions, Target, Warning, World, FINALIZER};
 use super::membership::NodeInfo;
 use crate::metrics::Metrics;
-use crate::reconcile::FIELD_MANAGER;
-use sitegrid_api::site_manager::{NodeGroup, NodeUnit};
+use crate::shared::FIELD_MANAGER;
 
 /// How long to let a burst of events settle before a pass.
 const SETTLE: Duration = Duration::from_millis(100);

@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
-
 use sitegrid_api::keys::SiteName;
 
 pub mod budget;

@@ -14,7 +14,7 @@ use kube::runtime::{reflector, watcher};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use sitegrid_api::{DeploymentGrid, ServiceGrid};
-use sitegrid_controller::fed::control::Fleet;
+use sitegrid_controller::fed::fleet::Fleet;
 use sitegrid_controller::metrics::Metrics;
 use sitegrid_controller::reconcile::{reconcile_service, reconcile_workload, Context};
 
