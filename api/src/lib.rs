@@ -5,7 +5,9 @@
 //!
 //! - the `superedge.io/v1` grids (DeploymentGrid, StatefulSetGrid,
 //!   ServiceGrid), field for field as SuperEdge serializes them so existing
-//!   YAML applies unchanged ([`keys`]: the strings they are made of);
+//!   YAML applies unchanged ([`keys`]: the strings they are made of); the two
+//!   that run a workload per site are one definition, seen through
+//!   [`WorkloadGrid`] and [`WorkloadGridSpec`];
 //! - SuperEdge site-manager's `site.superedge.io/v1alpha2` NodeUnit and
 //!   NodeGroup ([`site_manager`]);
 //! - their CustomResourceDefinitions ([`crd`]), generated from these types
@@ -16,25 +18,24 @@
 //!   whoever looks them up.
 #![warn(missing_docs)]
 
-mod canary;
 mod cluster_status;
 pub mod crd;
-mod deployment_grid;
 pub mod keys;
 pub mod labels;
 pub mod names;
 mod service_grid;
 pub mod site_manager;
-mod statefulset_grid;
 mod template;
+mod workload_grid;
 
-pub use canary::{GridTemplates, TemplateError};
 pub use cluster_status::ClusterStatus;
-pub use deployment_grid::{DeploymentGrid, DeploymentGridSpec, DeploymentGridStatus};
 pub use keys::{GridUniqKey, SiteName, TemplateName};
 pub use service_grid::{ServiceGrid, ServiceGridSpec, ServiceGridStatus};
-pub use statefulset_grid::{StatefulSetGrid, StatefulSetGridSpec, StatefulSetGridStatus};
 pub use template::Template;
+pub use workload_grid::{
+    DeploymentGrid, DeploymentGridSpec, DeploymentGridStatus, StatefulSetGrid, StatefulSetGridSpec,
+    StatefulSetGridStatus, TemplateError, WorkloadGrid, WorkloadGridSpec,
+};
 
 /// The API group of every grid resource.
 pub const GROUP: &str = "superedge.io";

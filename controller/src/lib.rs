@@ -27,3 +27,4 @@ pub mod run;
 pub mod shared;
 pub mod site_manager;
 pub mod status;
+pub mod workload;

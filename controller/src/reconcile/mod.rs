@@ -27,7 +27,7 @@ use serde_json::Value;
 use sitegrid_api::keys::{GridUniqKey, SiteName};
 
 pub use service::reconcile_service;
-pub use workload::{reconcile_workload, WorkloadGrid};
+pub use workload::{reconcile_workload, WorkloadGridKind};
 
 use crate::drift;
 use crate::fed::fleet::Fleet;

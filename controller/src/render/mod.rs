@@ -3,9 +3,7 @@
 //! Plain functions from a grid (and, for workloads, the set of sites) to
 //! Kubernetes objects, tested by value. Applying them is the reconciler's job.
 
-mod deployment;
 mod service;
-mod statefulset;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,12 +12,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::Resource;
 use sitegrid_api::keys::{GridUniqKey, SiteName, TemplateName};
 use sitegrid_api::labels::{GRID_SELECTOR_LABEL, GRID_UNIQ_KEY_LABEL, SITE_LABEL};
-use sitegrid_api::names::{self, NameRule};
-use sitegrid_api::{GridTemplates, TemplateError};
+use sitegrid_api::names;
+use sitegrid_api::{TemplateError, WorkloadGrid, WorkloadGridSpec};
 
-pub use deployment::render_deployments;
 pub use service::render_service;
-pub use statefulset::render_statefulsets;
+
+use crate::workload::Workload;
 
 /// Why a grid cannot be rendered at all.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -144,48 +142,33 @@ where
     })
 }
 
-/// A workload a grid runs per site (Deployment, StatefulSet).
-pub trait Workload: Sized {
-    /// Its spec, as the grid's templates hold it.
-    type Spec: Clone;
-    /// How its name must look.
-    const NAME_RULE: NameRule;
-    /// The spec's pod template.
-    fn pod_template(spec: &mut Self::Spec) -> &mut PodTemplateSpec;
-    /// The object.
-    fn new(metadata: ObjectMeta, spec: Self::Spec) -> Self;
-}
-
-/// Renders one workload per site: picks each site's template, names the
-/// child `{grid}-{site}` under the workload's rule, labels it with its site
-/// ([`SITE_LABEL`]) and pins its pods to the site (`nodeSelector[key] = site`).
-fn render_sites<K, S, W>(
-    grid: &K,
-    spec: &S,
+/// The workload each site of `grid` should run (Deployments for a
+/// DeploymentGrid, StatefulSets for a StatefulSetGrid).
+///
+/// Each runs the site's template (a StatefulSet keeps its `serviceName`, so
+/// all sites share one headless Service) with `nodeSelector[gridUniqKey] =
+/// site`, is named `{grid}-{site}` under the workload's rule (see
+/// [`sitegrid_api::names`]), carries the grid labels and its site
+/// ([`SITE_LABEL`]), and is controlled by the grid. A site whose template is
+/// missing from the pool, or unreadable, gets an error; the others still
+/// render.
+pub fn render_workloads<G>(
+    grid: &G,
     sites: &BTreeSet<SiteName>,
-    key: &GridUniqKey,
-) -> Result<SiteResults<W>, GridError>
+) -> Result<SiteResults<G::Workload>, GridError>
 where
-    K: Resource<DynamicType = ()>,
-    S: GridTemplates<Spec = W::Spec>,
-    W: Workload,
+    G: WorkloadGrid,
+    G::Workload: Workload<Spec = G::Template>,
 {
+    let spec = grid.grid_spec();
+    let key = spec.grid_uniq_key();
     let grid_name = grid.meta().name.as_deref().ok_or(GridError::NotPersisted)?;
     check_grid_labels(grid_name, key)?;
     sites
         .iter()
         .map(|site| {
             let child = match spec.template_for(site) {
-                Ok(template) => {
-                    let name = names::site_child_name(grid_name, site.as_str(), W::NAME_RULE);
-                    let mut spec = template.clone();
-                    pin_to_site(W::pod_template(&mut spec), key, site);
-                    let mut meta = child_meta(grid, name, key)?;
-                    meta.labels
-                        .get_or_insert_with(Default::default)
-                        .insert(SITE_LABEL.to_owned(), site.to_string());
-                    Ok(W::new(meta, spec))
-                }
+                Ok(template) => Ok(render_site(grid, grid_name, key, site, template)?),
                 Err(TemplateError::Missing(template)) => Err(SiteError::UnknownTemplate {
                     site: site.clone(),
                     template,
@@ -201,6 +184,28 @@ where
             Ok((site.clone(), child))
         })
         .collect()
+}
+
+/// The workload of `grid` in `site`, running `template`.
+fn render_site<G, W>(
+    grid: &G,
+    grid_name: &str,
+    key: &GridUniqKey,
+    site: &SiteName,
+    template: &W::Spec,
+) -> Result<W, GridError>
+where
+    G: Resource<DynamicType = ()>,
+    W: Workload,
+{
+    let name = names::site_child_name(grid_name, site.as_str(), W::NAME_RULE);
+    let mut spec = template.clone();
+    pin_to_site(W::pod_template(&mut spec), key, site);
+    let mut meta = child_meta(grid, name, key)?;
+    meta.labels
+        .get_or_insert_with(Default::default)
+        .insert(SITE_LABEL.to_owned(), site.to_string());
+    Ok(W::new(meta, spec))
 }
 
 /// Pins a pod template to one site: `nodeSelector[key] = site`, merged with

@@ -5,9 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
 use sitegrid_api::{DeploymentGrid, ServiceGrid, SiteName, StatefulSetGrid, TemplateName};
-use sitegrid_controller::render::{
-    render_deployments, render_service, render_statefulsets, GridError, SiteError,
-};
+use sitegrid_controller::render::{render_service, render_workloads, GridError, SiteError};
 
 const UID: &str = "6f1c1a5e-0000-4000-8000-000000000001";
 
@@ -43,7 +41,7 @@ fn owner(kind: &str, name: &str) -> OwnerReference {
 #[test]
 fn seed_deployment_grid_gives_one_deployment_per_site() {
     let grid: DeploymentGrid = persisted("seed000-04-deploymentgrid.yaml");
-    let out = render_deployments(&grid, &sites(&["beijing", "guangzhou"])).unwrap();
+    let out = render_workloads(&grid, &sites(&["beijing", "guangzhou"])).unwrap();
     assert_eq!(out.len(), 2);
     for (site, deployment) in out {
         let deployment = deployment.unwrap();
@@ -76,7 +74,7 @@ fn seed_deployment_grid_gives_one_deployment_per_site() {
 #[test]
 fn no_sites_no_deployments() {
     let grid: DeploymentGrid = persisted("seed000-04-deploymentgrid.yaml");
-    assert!(render_deployments(&grid, &BTreeSet::new())
+    assert!(render_workloads(&grid, &BTreeSet::new())
         .unwrap()
         .is_empty());
 }
@@ -86,7 +84,7 @@ fn the_site_selector_merges_with_the_templates_own() {
     let mut grid: DeploymentGrid = persisted("seed000-04-deploymentgrid.yaml");
     let pod = grid.spec.template.template.spec.as_mut().unwrap();
     pod.node_selector = Some(labels(&[("disk", "ssd"), ("location", "elsewhere")]));
-    let out = render_deployments(&grid, &sites(&["beijing"])).unwrap();
+    let out = render_workloads(&grid, &sites(&["beijing"])).unwrap();
     let spec = out[&SiteName::from("beijing")]
         .as_ref()
         .unwrap()
@@ -110,7 +108,7 @@ fn grid_labels_are_carried_and_grid_labels_win() {
             "superedge.io/grid-selector".to_owned(),
             "spoofed".to_owned(),
         );
-    let out = render_deployments(&grid, &sites(&["zone1"])).unwrap();
+    let out = render_workloads(&grid, &sites(&["zone1"])).unwrap();
     let meta = &out[&SiteName::from("zone1")].as_ref().unwrap().metadata;
     let expected = labels(&[
         ("superedge.io/fed", "yes"),
@@ -143,7 +141,7 @@ fn replicas_and_image(
 fn canary_sites_run_their_pool_template() {
     // templates: zone1 → test1, zone2 → test2; defaultTemplateName: test1.
     let grid: DeploymentGrid = persisted("seed000-09-deploymentgrid.yaml");
-    let out = render_deployments(&grid, &sites(&["zone1", "zone2", "zone3"])).unwrap();
+    let out = render_workloads(&grid, &sites(&["zone1", "zone2", "zone3"])).unwrap();
     assert_eq!(
         replicas_and_image(&out, "zone1"),
         (2, "superedge/echoserver:2.2".to_owned())
@@ -163,7 +161,7 @@ fn canary_sites_run_their_pool_template() {
 fn default_template_name_default_means_spec_template() {
     let mut grid: DeploymentGrid = persisted("seed000-09-deploymentgrid.yaml");
     grid.spec.default_template_name = Some(TemplateName::from("default"));
-    let out = render_deployments(&grid, &sites(&["zone3"])).unwrap();
+    let out = render_workloads(&grid, &sites(&["zone3"])).unwrap();
     assert_eq!(
         replicas_and_image(&out, "zone3"),
         (1, "superedge/echoserver:2.2".to_owned())
@@ -172,7 +170,7 @@ fn default_template_name_default_means_spec_template() {
     grid.spec
         .templates
         .insert(SiteName::from("zone2"), TemplateName::from("default"));
-    let out = render_deployments(&grid, &sites(&["zone2"])).unwrap();
+    let out = render_workloads(&grid, &sites(&["zone2"])).unwrap();
     assert_eq!(replicas_and_image(&out, "zone2").0, 1);
 }
 
@@ -182,7 +180,7 @@ fn a_missing_pool_entry_fails_only_its_site() {
     grid.spec
         .templates
         .insert(SiteName::from("zone1"), TemplateName::from("test9"));
-    let out = render_deployments(&grid, &sites(&["zone1", "zone2"])).unwrap();
+    let out = render_workloads(&grid, &sites(&["zone1", "zone2"])).unwrap();
     assert_eq!(
         out[&SiteName::from("zone1")],
         Err(SiteError::UnknownTemplate {
@@ -195,7 +193,7 @@ fn a_missing_pool_entry_fails_only_its_site() {
 
 #[test]
 fn unused_templates_are_those_no_site_and_no_default_names() {
-    use sitegrid_api::GridTemplates;
+    use sitegrid_api::WorkloadGridSpec;
     let mut grid: DeploymentGrid = persisted("seed000-09-deploymentgrid.yaml");
     // test1 is the default, test2 is zone2's: nothing unused.
     assert!(grid.spec.unused_templates().is_empty());
@@ -214,7 +212,7 @@ fn unused_templates_are_those_no_site_and_no_default_names() {
 #[test]
 fn a_site_value_that_is_no_valid_name_gets_a_hash_suffix() {
     let grid: DeploymentGrid = persisted("seed000-04-deploymentgrid.yaml");
-    let out = render_deployments(&grid, &sites(&["Bei_Jing"])).unwrap();
+    let out = render_workloads(&grid, &sites(&["Bei_Jing"])).unwrap();
     let deployment = out[&SiteName::from("Bei_Jing")].as_ref().unwrap();
     assert_eq!(
         deployment.metadata.name.as_deref(),
@@ -236,7 +234,7 @@ fn a_site_value_that_is_no_valid_name_gets_a_hash_suffix() {
 fn grids_not_read_from_the_api_server_do_not_render() {
     let grid: DeploymentGrid = crate::common::load("seed000-04-deploymentgrid.yaml");
     assert_eq!(
-        render_deployments(&grid, &sites(&["beijing"])),
+        render_workloads(&grid, &sites(&["beijing"])),
         Err(GridError::NotPersisted)
     );
     let sg: ServiceGrid = crate::common::load("seed000-05-servicegrid.yaml");
@@ -246,7 +244,7 @@ fn grids_not_read_from_the_api_server_do_not_render() {
 #[test]
 fn statefulsets_keep_the_shared_headless_service() {
     let grid: StatefulSetGrid = persisted("seed001-06-statefulsetgrid.yaml");
-    let out = render_statefulsets(&grid, &sites(&["zone-0", "zone-1"])).unwrap();
+    let out = render_workloads(&grid, &sites(&["zone-0", "zone-1"])).unwrap();
     let names: Vec<_> = out
         .values()
         .map(|s| s.as_ref().unwrap().metadata.name.clone().unwrap())
@@ -278,7 +276,7 @@ fn statefulsets_keep_the_shared_headless_service() {
 fn statefulset_names_leave_room_for_the_revision_hash() {
     let mut grid: StatefulSetGrid = persisted("seed001-06-statefulsetgrid.yaml");
     grid.metadata.name = Some("statefulsetgrid-with-a-rather-long-name-for-a-demo".to_owned());
-    let out = render_statefulsets(&grid, &sites(&["guangzhou"])).unwrap();
+    let out = render_workloads(&grid, &sites(&["guangzhou"])).unwrap();
     let name = out[&SiteName::from("guangzhou")]
         .as_ref()
         .unwrap()
