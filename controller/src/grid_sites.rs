@@ -46,13 +46,7 @@ pub fn label_fingerprint<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::fixtures::labels;
 
     #[test]
     fn sites_are_distinct_non_empty_values_of_the_key() {

@@ -18,6 +18,8 @@
 pub mod config;
 pub mod drift;
 pub mod fed;
+#[cfg(test)]
+mod fixtures;
 pub mod grid_sites;
 pub mod health;
 pub mod metrics;

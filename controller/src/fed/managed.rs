@@ -426,13 +426,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-
-    fn node(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::fixtures::labels as node;
 
     fn sites(spec: &Value, nodes: &[BTreeMap<String, String>]) -> Vec<String> {
         local_sites(spec, nodes.iter().map(Some))

@@ -127,13 +127,7 @@ pub fn local_labels(copy: Option<&BTreeMap<String, String>>) -> BTreeMap<String,
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::fixtures::labels;
 
     #[test]
     fn roles_follow_superedge_labels() {

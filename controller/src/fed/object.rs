@@ -80,15 +80,10 @@ pub async fn delete_grid<K: GridKind>(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use sitegrid_api::DeploymentGrid;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use super::*;
+    use crate::fixtures::labels;
 
     #[test]
     fn a_grid_is_brought_back_to_a_spec_only_when_it_differs() {

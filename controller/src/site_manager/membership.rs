@@ -377,13 +377,7 @@ pub(crate) mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     use super::*;
-
-    pub(crate) fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    pub(crate) use crate::fixtures::labels as map;
 
     /// A Ready node with these labels.
     pub(crate) fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
