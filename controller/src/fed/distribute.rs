@@ -20,7 +20,7 @@ use super::{
     TARGET_NAMESPACE_LABEL, YES,
 };
 use crate::metrics::Metrics;
-use crate::shared::{Error, GridKind};
+use crate::shared::{finalizers_with, Error, GridKind};
 
 /// Maps a copy (as the control cluster's watch sees it) to its original.
 pub fn original_of<K: GridKind>(copy: &K) -> Option<ObjectRef<K>> {
@@ -278,15 +278,7 @@ async fn set_finalizer<K: GridKind>(
     metrics: &Metrics,
     present: bool,
 ) -> Result<(), Error> {
-    let mut finalizers: Vec<String> = grid
-        .finalizers()
-        .iter()
-        .filter(|f| *f != FINALIZER)
-        .cloned()
-        .collect();
-    if present {
-        finalizers.push(FINALIZER.to_owned());
-    }
+    let finalizers = finalizers_with(grid.finalizers(), FINALIZER, present);
     let patch = json!({
         "metadata": {
             "resourceVersion": grid.meta().resource_version,

@@ -27,7 +27,7 @@ use sitegrid_api::site_manager::{NodeGroup, NodeUnit};
 use super::decide::{self, Actions, Target, Warning, World, FINALIZER};
 use super::membership::NodeInfo;
 use crate::metrics::Metrics;
-use crate::shared::FIELD_MANAGER;
+use crate::shared::{finalizers_with, FIELD_MANAGER};
 
 /// How long to let a burst of events settle before a pass.
 const SETTLE: Duration = Duration::from_millis(100);
@@ -397,16 +397,8 @@ impl Writer {
         let Some(Found { kind, meta, .. }) = find(target, units, groups) else {
             return true;
         };
-        let mut finalizers: Vec<String> = meta
-            .finalizers
-            .iter()
-            .flatten()
-            .filter(|f| *f != FINALIZER)
-            .cloned()
-            .collect();
-        if add {
-            finalizers.push(FINALIZER.to_owned());
-        }
+        let current = meta.finalizers.as_deref().unwrap_or_default();
+        let finalizers = finalizers_with(current, FINALIZER, add);
         let patch = Patch::Merge(json!({"metadata": {
             "finalizers": finalizers,
             "resourceVersion": meta.resource_version,
