@@ -58,11 +58,11 @@ async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
     let options = Options {
         resync: args.resync_period,
         concurrency: args.concurrent_syncs,
-        site_manager: args.sites.then_some(
-            sitegrid_controller::site_manager::sync::SiteManagerOptions {
+        site_manager: args
+            .sites
+            .then_some(sitegrid_controller::site_manager::SiteManagerOptions {
                 default_unit: args.default_node_units,
-            },
-        ),
+            }),
         managed: args.parent_secret.0.clone().map(|secret| {
             sitegrid_controller::fed::managed::ManagedOptions {
                 secret,

@@ -24,7 +24,7 @@ pub struct Options {
     /// Leader election, or `None` to run unconditionally.
     pub election: Option<Election>,
     /// The site-manager controller (NodeUnits and NodeGroups), or `None` (`--sites=false`).
-    pub site_manager: Option<crate::site_manager::sync::SiteManagerOptions>,
+    pub site_manager: Option<crate::site_manager::SiteManagerOptions>,
     /// Managed-cluster mode (`--parent-secret`), or `None`.
     pub managed: Option<crate::fed::managed::ManagedOptions>,
     /// Control-cluster mode: when a managed cluster counts as unreachable.

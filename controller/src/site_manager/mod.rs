@@ -6,10 +6,18 @@
 //! NodeUnit and NodeGroup membership and the node
 //! labels, annotations, taints and cordon they imply ([`membership`]), the
 //! change to one node that touches only what sitegrid set there ([`plan`]),
-//! every write of one pass of the controller ([`decide`]), and the shell
-//! that watches and executes them ([`sync`]).
+//! every write of one pass of the controller ([`decide`]), the shell that
+//! watches ([`sync`]) and the one that writes them (`execute`).
 
 pub mod decide;
+mod execute;
 pub mod membership;
 pub mod plan;
 pub mod sync;
+
+/// How the site-manager controller runs.
+#[derive(Clone, Copy, Debug)]
+pub struct SiteManagerOptions {
+    /// Keep the default unit `unit-node-all`.
+    pub default_unit: bool,
+}
