@@ -51,12 +51,12 @@ pub struct Context {
     pub resync: Duration,
     /// The resourceVersion of each grid when its last reconcile started
     /// (kind/namespace/name → version), for the queue-depth gauge.
-    pub reconciled: Mutex<HashMap<String, String>>,
+    pub reconciled_versions: Mutex<HashMap<String, String>>,
     /// The managed clusters, for grids distributed from this cluster.
     pub fleet: Arc<Fleet>,
     /// Consecutive failed reconciles of each grid (same keys as
-    /// [`Self::reconciled`]), for the retry backoff; absent after a success.
-    pub failures: Mutex<HashMap<String, u32>>,
+    /// [`Self::reconciled_versions`]), for the retry backoff; absent after a success.
+    pub failure_counts: Mutex<HashMap<String, u32>>,
 }
 
 impl Context {
@@ -66,7 +66,7 @@ impl Context {
         crate::grid_sites::sites_of(key, nodes.iter().map(|n| n.metadata.labels.as_ref()))
     }
 
-    /// Key under which [`Self::reconciled`] and the metrics know a grid.
+    /// Key under which [`Self::reconciled_versions`] and the metrics know a grid.
     pub fn grid_key<K: Resource<DynamicType = ()>>(grid: &K) -> String {
         format!(
             "{}/{}/{}",
@@ -84,7 +84,7 @@ impl Context {
         result: Result<Action, Error>,
     ) -> Result<Action, Error> {
         if result.is_ok() {
-            self.failures.lock().remove(&Self::grid_key(grid));
+            self.failure_counts.lock().remove(&Self::grid_key(grid));
         }
         result
     }
@@ -92,7 +92,9 @@ impl Context {
     fn note_reconcile<K: Resource<DynamicType = ()>>(&self, grid: &K) {
         self.metrics.reconciled(&K::kind(&()));
         let version = grid.meta().resource_version.clone().unwrap_or_default();
-        self.reconciled.lock().insert(Self::grid_key(grid), version);
+        self.reconciled_versions
+            .lock()
+            .insert(Self::grid_key(grid), version);
     }
 
     /// Applies `desired` unless `live` already matches it; returns the object
@@ -222,7 +224,7 @@ pub fn error_policy<K: Resource<DynamicType = ()>>(
 ) -> Action {
     ctx.metrics.failed(&K::kind(&()));
     let failures = {
-        let mut all = ctx.failures.lock();
+        let mut all = ctx.failure_counts.lock();
         let count = all.entry(Context::grid_key(&*grid)).or_default();
         *count = count.saturating_add(1);
         *count

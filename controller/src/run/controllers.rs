@@ -39,15 +39,15 @@ type NodeEvent = Result<watcher::Event<NodeMeta>, watcher::Error>;
 pub(super) async fn run_controllers(
     client: Client,
     options: &Options,
-    ops: Arc<Health>,
+    health: Arc<Health>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) {
     let stop = future::FutureExt::shared(Box::pin(stop));
-    let Some((nodes, node_task, site_rx)) = sync_nodes(&client, &ops, stop.clone()).await else {
+    let Some((nodes, node_task, site_rx)) = sync_nodes(&client, &health, stop.clone()).await else {
         return;
     };
     let (fleet, fleet_task) = Fleet::start(client.clone(), options.cluster_grace);
-    let ctx = context(&client, options, &ops, nodes, fleet.clone());
+    let ctx = context(&client, options, &health, nodes, fleet.clone());
     let grids = GridControllers {
         client: client.clone(),
         config: controller::Config::default().concurrency(options.concurrency),
@@ -62,7 +62,7 @@ pub(super) async fn run_controllers(
     let services = grids.service();
     let stores = (deployments.store(), statefulsets.store(), services.store());
     let census_ctx = ctx.clone();
-    ops.metrics.set_census(move || {
+    health.metrics.set_census(move || {
         vec![
             census(&census_ctx, &stores.0, "Deployment"),
             census(&census_ctx, &stores.1, "StatefulSet"),
@@ -70,7 +70,7 @@ pub(super) async fn run_controllers(
         ]
     });
 
-    let (metrics, nodes) = (ops.metrics.clone(), ctx.nodes.clone());
+    let (metrics, nodes) = (health.metrics.clone(), ctx.nodes.clone());
     let others = future::join(
         site_manager(client.clone(), options, metrics.clone(), stop.clone()),
         managed(client, options, nodes, site_rx.clone(), metrics, stop),
@@ -92,12 +92,12 @@ pub(super) async fn run_controllers(
 /// `None` when `stop` came first or the watch ended.
 async fn sync_nodes(
     client: &Client,
-    ops: &Health,
+    health: &Health,
     stop: impl Future<Output = ()>,
 ) -> Option<(Store<NodeMeta>, JoinHandle<()>, watch::Receiver<u64>)> {
     let (nodes, node_events) = node_reflector(client.clone());
     let (node_task, site_rx) = watch_sites(nodes.clone(), node_events);
-    ops.set_not_ready("waiting for the node cache");
+    health.set_not_ready("waiting for the node cache");
     tokio::select! {
         ready = nodes.wait_until_ready() => if ready.is_err() {
             node_task.abort();
@@ -108,7 +108,7 @@ async fn sync_nodes(
             return None;
         }
     }
-    ops.set_ready();
+    health.set_ready();
     tracing::info!(
         nodes = nodes.state().len(),
         "node cache synced; reconciling"
@@ -120,7 +120,7 @@ async fn sync_nodes(
 fn context(
     client: &Client,
     options: &Options,
-    ops: &Health,
+    health: &Health,
     nodes: Store<NodeMeta>,
     fleet: Arc<Fleet>,
 ) -> Arc<Context> {
@@ -132,11 +132,11 @@ fn context(
         client: client.clone(),
         nodes,
         recorder: Recorder::new(client.clone(), reporter),
-        metrics: ops.metrics.clone(),
+        metrics: health.metrics.clone(),
         resync: options.resync,
-        reconciled: Mutex::new(HashMap::new()),
+        reconciled_versions: Mutex::new(HashMap::new()),
         fleet,
-        failures: Mutex::new(HashMap::new()),
+        failure_counts: Mutex::new(HashMap::new()),
     })
 }
 
@@ -275,7 +275,7 @@ fn census<K: Resource<DynamicType = ()> + Clone>(
     store: &Store<K>,
     child_kind: &'static str,
 ) -> KindCensus {
-    let reconciled = ctx.reconciled.lock();
+    let reconciled = ctx.reconciled_versions.lock();
     let grids = store
         .state()
         .iter()

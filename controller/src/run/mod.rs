@@ -3,11 +3,14 @@
 
 mod controllers;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
+use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseParams};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::health::Health;
@@ -69,58 +72,25 @@ pub enum RunError {
 pub async fn run(
     client: Client,
     options: Options,
-    ops: Arc<Health>,
+    health: Arc<Health>,
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
     let stopped = || shutdown.clone().cancelled_owned();
 
     let Some(election) = options.election.clone() else {
-        ops.metrics.set_leader(true);
-        run_controllers(client, &options, ops, stopped()).await;
+        health.metrics.set_leader(true);
+        run_controllers(client, &options, health, stopped()).await;
         return Ok(());
     };
 
     let lease_name = format!("{}/{}", election.namespace, election.name);
-    let to_error = |source| RunError::Election {
-        namespace: election.namespace.clone(),
-        name: election.name.clone(),
-        source,
-    };
-    let secs = |d: Duration| d.as_secs().max(1);
-    // The API server may not answer yet (or RBAC may not allow the Lease):
-    // keep trying, alive but not ready, rather than exit.
     let mut stop = std::pin::pin!(stopped());
-    let mut delay = Duration::from_secs(1);
-    let manager = loop {
-        let built = LeaseManagerBuilder::new(client.clone(), &election.name)
-            .with_namespace(&election.namespace)
-            .with_parameters(
-                LeaseParams::new(
-                    &election.identity,
-                    secs(election.lease_duration),
-                    secs(election.renew_margin),
-                )
-                .with_field_manager(format!("{FIELD_MANAGER}-lease")),
-            )
-            .build();
-        let err = tokio::select! {
-            built = built => match built {
-                Ok(manager) => break manager,
-                Err(err) => to_error(err),
-            },
-            () = &mut stop => return Ok(()),
-        };
-        tracing::warn!(%err, retry_in = ?delay, "cannot use the leader lease yet");
-        ops.set_not_ready(&err.to_string());
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            () = &mut stop => return Ok(()),
-        }
-        delay = (delay * 2).min(Duration::from_secs(30));
+    let Some(manager) = lease_manager(&client, &election, &health, stop.as_mut()).await else {
+        return Ok(());
     };
     let (mut leading, lease_task) = manager.watch().await;
     // A standby replica is healthy and ready: it is doing what it should.
-    ops.set_ready();
+    health.set_ready();
     tracing::info!(lease = %lease_name, identity = %election.identity, "waiting for the leader lease");
 
     loop {
@@ -139,21 +109,13 @@ pub async fn run(
         }
     }
     tracing::info!(lease = %lease_name, identity = %election.identity, "became the leader");
-    ops.metrics.set_leader(true);
+    health.metrics.set_leader(true);
 
-    let mut watch_lease = leading.clone();
-    let lost = async move {
-        loop {
-            if watch_lease.changed().await.is_err() || !*watch_lease.borrow_and_update() {
-                return;
-            }
-        }
-    };
     let outcome = tokio::select! {
-        () = run_controllers(client, &options, ops.clone(), stopped()) => Ok(()),
-        () = lost => Err(RunError::LostLease(lease_name)),
+        () = run_controllers(client, &options, health.clone(), stopped()) => Ok(()),
+        () = lost(leading.clone()) => Err(RunError::LostLease(lease_name)),
     };
-    ops.metrics.set_leader(false);
+    health.metrics.set_leader(false);
     // Dropping the receivers makes the lease task release the lease, so a
     // standby takes over at once rather than after the lease expires.
     drop(leading);
@@ -163,4 +125,59 @@ pub async fn run(
         Err(err) => tracing::warn!(%err, "lease task"),
     }
     outcome
+}
+
+/// The manager of the leader Lease. The API server may not answer yet (or
+/// RBAC may not allow the Lease): keeps trying, alive but not ready, rather
+/// than exit. `None` once `stop` resolves.
+async fn lease_manager(
+    client: &Client,
+    election: &Election,
+    health: &Health,
+    mut stop: Pin<&mut impl Future<Output = ()>>,
+) -> Option<LeaseManager> {
+    let secs = |d: Duration| d.as_secs().max(1);
+    let mut delay = Duration::from_secs(1);
+    loop {
+        let built = LeaseManagerBuilder::new(client.clone(), &election.name)
+            .with_namespace(&election.namespace)
+            .with_parameters(
+                LeaseParams::new(
+                    &election.identity,
+                    secs(election.lease_duration),
+                    secs(election.renew_margin),
+                )
+                .with_field_manager(format!("{FIELD_MANAGER}-lease")),
+            )
+            .build();
+        let source = tokio::select! {
+            built = built => match built {
+                Ok(manager) => return Some(manager),
+                Err(err) => err,
+            },
+            () = stop.as_mut() => return None,
+        };
+        let err = RunError::Election {
+            namespace: election.namespace.clone(),
+            name: election.name.clone(),
+            source,
+        };
+        tracing::warn!(%err, retry_in = ?delay, "cannot use the leader lease yet");
+        health.set_not_ready(&err.to_string());
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = stop.as_mut() => return None,
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// Resolves when this replica stops leading (the lease task ended, or
+/// another replica holds the lease).
+async fn lost(mut leading: watch::Receiver<bool>) {
+    loop {
+        if leading.changed().await.is_err() || !*leading.borrow_and_update() {
+            return;
+        }
+    }
 }

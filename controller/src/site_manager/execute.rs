@@ -113,6 +113,7 @@ impl Executor {
         self.execute(actions, &versions, &units, &groups).await
     }
 
+    /// Makes the writes of `actions` in their order; whether all succeeded.
     async fn execute(
         &self,
         actions: Actions,
@@ -120,9 +121,29 @@ impl Executor {
         units: &[NodeUnit],
         groups: &[NodeGroup],
     ) -> bool {
+        let mut ok = self.write_units(&actions, units, groups).await;
+        let nodes_ok = self.patch_nodes(&actions, node_versions).await;
+        ok &= nodes_ok;
+        if nodes_ok {
+            for target in &actions.release {
+                ok &= self.finalizer(target, units, groups, false).await;
+            }
+        }
+        ok &= self.write_statuses(&actions).await;
+        for warning in &actions.warnings {
+            self.warn(warning, units, groups).await;
+        }
+        ok
+    }
+
+    /// Creates and deletes units, adds finalizers, patches units' specs.
+    async fn write_units(
+        &self,
+        actions: &Actions,
+        units: &[NodeUnit],
+        groups: &[NodeGroup],
+    ) -> bool {
         let unit_api = Api::<NodeUnit>::all(self.client.clone());
-        let group_api = Api::<NodeGroup>::all(self.client.clone());
-        let node_api = Api::<Node>::all(self.client.clone());
         let mut ok = true;
         for unit in &actions.create_units {
             let done = unit_api.create(&PostParams::default(), unit).await;
@@ -139,6 +160,16 @@ impl Executor {
             let done = unit_api.patch(name, &params(), &Patch::Merge(patch)).await;
             ok &= self.count(version(done), "patch", "NodeUnit", name);
         }
+        ok
+    }
+
+    /// Patches the nodes, a few at a time.
+    async fn patch_nodes(
+        &self,
+        actions: &Actions,
+        node_versions: &BTreeMap<String, Option<String>>,
+    ) -> bool {
+        let node_api = Api::<Node>::all(self.client.clone());
         let node_writes = actions.node_patches.iter().map(|(name, change)| {
             let mut patch = change.merge_patch();
             if change.taints.is_some() {
@@ -152,16 +183,17 @@ impl Executor {
                 self.count(version(done), "patch", "Node", name)
             }
         });
-        let nodes_ok = futures::stream::iter(node_writes)
+        futures::stream::iter(node_writes)
             .buffer_unordered(NODE_WRITES_AT_ONCE)
             .fold(true, |all, ok| async move { all && ok })
-            .await;
-        ok &= nodes_ok;
-        if nodes_ok {
-            for target in &actions.release {
-                ok &= self.finalizer(target, units, groups, false).await;
-            }
-        }
+            .await
+    }
+
+    /// Patches the units' and groups' status.
+    async fn write_statuses(&self, actions: &Actions) -> bool {
+        let unit_api = Api::<NodeUnit>::all(self.client.clone());
+        let group_api = Api::<NodeGroup>::all(self.client.clone());
+        let mut ok = true;
         for (name, status) in &actions.unit_status {
             let body = json!({"status": {
                 "readyRate": status.ready_rate,
@@ -184,9 +216,6 @@ impl Executor {
                 .patch_status(name, &params(), &Patch::Merge(&body))
                 .await;
             ok &= self.count(version(done), "patch-status", "NodeGroup", name);
-        }
-        for warning in &actions.warnings {
-            self.warn(warning, units, groups).await;
         }
         ok
     }

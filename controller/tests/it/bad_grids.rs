@@ -49,9 +49,9 @@ fn context(api: &FakeApi, sites: impl IntoIterator<Item = String>) -> Arc<Contex
         ),
         metrics: Arc::new(Metrics::register(&mut registry)),
         resync: RESYNC,
-        reconciled: Mutex::new(HashMap::new()),
+        reconciled_versions: Mutex::new(HashMap::new()),
         fleet,
-        failures: Mutex::new(HashMap::new()),
+        failure_counts: Mutex::new(HashMap::new()),
     })
 }
 
