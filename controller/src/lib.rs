@@ -8,11 +8,20 @@
 //! [`GridUniqKey`]: sitegrid_api::keys::GridUniqKey
 //!
 //! The resource types and their CustomResourceDefinitions are the
-//! `sitegrid-api` crate's. This crate holds the pure expansion from a grid to
-//! its per-site children ([`render`]), and the controller that applies them: [`reconcile`] (one
-//! kube-runtime `Controller` per grid kind, server-side apply, status and
-//! events), [`run`] (leader election, node reflector, shutdown) and [`health`]
-//! (what `/readyz` and `/metrics` report).
+//! `sitegrid-api` crate's. This crate holds three controllers side by side,
+//! and [`run`], the one place that wires them together (leader election,
+//! the node reflector, shutdown):
+//!
+//! - the grid controller, [`reconcile`]: one kube-runtime `Controller` per
+//!   grid kind applying each grid's per-site children ([`render`],
+//!   [`workload`]), server-side apply, status ([`status`]) and events;
+//! - the site-manager controller, [`site_manager`]: NodeUnits and NodeGroups
+//!   labelling, tainting and cordoning their nodes;
+//! - multi-cluster distribution, [`fed`]: an original's copies in the
+//!   managed clusters, and the managed-cluster side that pulls them.
+//!
+//! Below them, [`shared`] holds what they share and nothing of any one, and
+//! [`health`] what `/readyz` and `/metrics` report.
 #![warn(missing_docs)]
 
 pub mod config;
