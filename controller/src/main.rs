@@ -58,9 +58,9 @@ async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
     let options = Options {
         resync: args.resync_period,
         concurrency: args.concurrent_syncs,
-        sites: args
+        site_manager: args
             .sites
-            .then_some(sitegrid_controller::nodeunits::sync::SiteOptions {
+            .then_some(sitegrid_controller::site_manager::SiteManagerOptions {
                 default_unit: args.default_node_units,
             }),
         managed: args.parent_secret.0.clone().map(|secret| {
@@ -87,15 +87,15 @@ async fn controller(args: &ControllerArgs) -> anyhow::Result<()> {
 }
 
 fn print_crds() -> anyhow::Result<()> {
-    let yaml = sitegrid_controller::api::crd::all_yaml()?;
+    let yaml = sitegrid_api::crd::all_yaml()?;
     std::io::stdout().lock().write_all(yaml.as_bytes())?;
     Ok(())
 }
 
 fn write_crds(dir: &Path) -> anyhow::Result<()> {
-    for file in sitegrid_controller::api::crd::all() {
+    for file in sitegrid_api::crd::all() {
         let path = dir.join(&file.file_name);
-        let yaml = sitegrid_controller::api::crd::to_yaml(&file.crd)?;
+        let yaml = sitegrid_api::crd::to_yaml(&file.crd)?;
         std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())

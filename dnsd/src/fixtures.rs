@@ -1,15 +1,17 @@
 //! Objects for the unit tests, made as the API server would hold them: grids
-//! with uids, StatefulSets rendered by the controller's own code, pods as the
-//! StatefulSet controller and a kubelet make them.
+//! with uids, StatefulSets named and labelled by the rules the controller
+//! follows (`sitegrid_api`), pods as the StatefulSet controller and a kubelet
+//! make them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
-use sitegrid_controller::render::render_statefulsets;
-use sitegrid_controller::{NodeUnit, ServiceGrid, StatefulSetGrid};
+use sitegrid_api::labels::{GRID_SELECTOR_LABEL, GRID_UNIQ_KEY_LABEL, SITE_LABEL};
+use sitegrid_api::names::{site_child_name, NameRule};
+use sitegrid_api::{ServiceGrid, StatefulSetGrid};
 
 use crate::site::POD_NAME_LABEL;
 
@@ -36,14 +38,28 @@ pub fn grid(ns: &str, name: &str, key: &str, service: &str, replicas: i32) -> Ar
     )
 }
 
-/// The StatefulSet the controller makes for `grid` in `unit`, as stored (with a uid).
+/// The StatefulSet the controller makes for `grid` in `unit`, as stored (with
+/// a uid): the grid's template pinned to the site, named, labelled and owned
+/// as the controller does it.
 pub fn statefulset(grid: &StatefulSetGrid, unit: &str) -> Arc<StatefulSet> {
-    let units = BTreeSet::from([NodeUnit::from(unit)]);
-    let mut rendered = render_statefulsets(grid, &units).unwrap();
-    let mut sts = rendered.remove(&NodeUnit::from(unit)).unwrap().unwrap();
-    let name = sts.metadata.name.clone().unwrap();
-    sts.metadata.uid = Some(format!("uid-sts-{name}"));
-    Arc::new(sts)
+    let meta = &grid.metadata;
+    let grid_name = meta.name.as_deref().unwrap();
+    let name = site_child_name(grid_name, unit, NameRule::StatefulSetLabel);
+    let key = grid.spec.grid_uniq_key.as_str();
+    let mut spec = grid.spec.template.clone();
+    let pod_spec = spec.template.spec.get_or_insert_with(Default::default);
+    pod_spec.node_selector = Some(labels(&[(key, unit)]));
+    let metadata = json!({
+        "name": name, "namespace": meta.namespace, "uid": format!("uid-sts-{name}"),
+        "labels": {GRID_SELECTOR_LABEL: grid_name, GRID_UNIQ_KEY_LABEL: key, SITE_LABEL: unit},
+        "ownerReferences": [{"apiVersion": "superedge.io/v1", "kind": "StatefulSetGrid",
+                             "name": grid_name, "uid": meta.uid, "controller": true}],
+    });
+    Arc::new(StatefulSet {
+        metadata: serde_json::from_value(metadata).unwrap(),
+        spec: Some(spec),
+        status: None,
+    })
 }
 
 /// Pod `ordinal` of `sts`, running at `ips` (none: not started), ready or not.

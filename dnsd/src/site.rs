@@ -3,7 +3,7 @@
 //!
 //! A StatefulSetGrid `g` with `gridUniqKey: k` runs in this node's site `u`
 //! when the node carries `k=u`; its StatefulSet there is named by the
-//! controller's rule ([`child_name`] of `g-u`, so grids whose name contains
+//! controller's rule ([`site_child_name`] of `g` and `u`, so grids whose name contains
 //! the site name, or sites that need cleaning up, come out as the controller
 //! made them) and carries `sitegrid.io/node-unit=u`; its pods are
 //! `{statefulset}-{ordinal}` and carry `statefulset.kubernetes.io/pod-name`.
@@ -15,9 +15,9 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use sitegrid_controller::render::name::{child_name, NameRule};
-use sitegrid_controller::render::{GRID_SELECTOR_LABEL, NODE_UNIT_LABEL};
-use sitegrid_controller::StatefulSetGrid;
+use sitegrid_api::labels::{GRID_SELECTOR_LABEL, SITE_LABEL};
+use sitegrid_api::names::{site_child_name, NameRule};
+use sitegrid_api::StatefulSetGrid;
 
 /// The label the StatefulSet controller puts on each of its pods: the pod's name.
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
@@ -109,7 +109,7 @@ pub fn statefulset_selector(
     }
     let units: Vec<&str> = units.into_iter().collect();
     Some(format!(
-        "{GRID_SELECTOR_LABEL},{NODE_UNIT_LABEL} in ({})",
+        "{GRID_SELECTOR_LABEL},{SITE_LABEL} in ({})",
         units.join(",")
     ))
 }
@@ -135,7 +135,7 @@ pub fn local_sets(
             let unit = unit_of(node_labels, grid)?;
             let namespace = grid.metadata.namespace.as_deref()?;
             let name = grid.metadata.name.as_deref()?;
-            let sts_name = child_name(&format!("{name}-{unit}"), NameRule::StatefulSetLabel);
+            let sts_name = site_child_name(name, unit, NameRule::StatefulSetLabel);
             let sts = by_key.get(&(namespace, sts_name.as_str()))?;
             controlled_by(&sts.metadata, "StatefulSetGrid", &grid.metadata).then(|| LocalSet {
                 namespace: namespace.to_owned(),

@@ -12,22 +12,24 @@ use std::time::Duration;
 
 use futures::{future, FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
+use sitegrid_api::keys::{GridUniqKey, SiteName};
+use sitegrid_api::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
 use tokio::sync::watch;
 
-use super::control::FedKind;
 use super::object;
 use super::parent::Parent;
 use super::{local_labels, Role, HEARTBEAT_LEASE, TARGET_NAMESPACE_LABEL};
-use crate::api::keys::{GridUniqKey, NodeUnit};
 use crate::metrics::Metrics;
-use crate::reconcile::{Error, FIELD_MANAGER, RETRY_AFTER};
-use crate::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
+use crate::shared::retry::RETRY_AFTER;
+use crate::shared::trigger::{on_change, TriggerBackoff};
+use crate::shared::{Error, GridKind, FIELD_MANAGER};
 
 /// Managed-cluster settings.
 #[derive(Clone, Debug)]
@@ -152,12 +154,12 @@ async fn heartbeat(session: &Session, identity: &str) -> Result<(), kube::Error>
     session.local.apiserver_version().await?;
     let api: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(session.parent.clone(), &session.namespace);
-    let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ");
+    let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
     let lease = json!({
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {"name": HEARTBEAT_LEASE},
-        "spec": {"holderIdentity": identity, "renewTime": now.to_string()},
+        "spec": {"holderIdentity": identity, "renewTime": now},
     });
     api.patch(
         HEARTBEAT_LEASE,
@@ -171,12 +173,12 @@ async fn heartbeat(session: &Session, identity: &str) -> Result<(), kube::Error>
 
 /// One grid kind pulled from the control cluster; its tasks end with it
 /// (a changed Secret drops the session and everything it started).
-struct Pulled<K: FedKind> {
+struct Pulled<K: GridKind> {
     copies: Store<K>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-impl<K: FedKind> Drop for Pulled<K> {
+impl<K: GridKind> Drop for Pulled<K> {
     fn drop(&mut self) {
         for task in &self.tasks {
             task.abort();
@@ -184,7 +186,7 @@ impl<K: FedKind> Drop for Pulled<K> {
     }
 }
 
-impl<K: FedKind> Pulled<K> {
+impl<K: GridKind> Pulled<K> {
     fn start(
         session: &Arc<Session>,
         options: &ManagedOptions,
@@ -196,13 +198,13 @@ impl<K: FedKind> Pulled<K> {
             watcher::Config::default(),
         )
         .with_config(controller::Config::default().concurrency(options.concurrency))
-        .trigger_backoff(crate::run::TriggerBackoff::default())
+        .trigger_backoff(TriggerBackoff::default())
         .watches(
             Api::<K>::all(session.local.clone()),
             watcher::Config::default().labels(TARGET_NAMESPACE_LABEL),
             move |local: K| Some(ObjectRef::new(&local.name_any()).within(&parent_ns)),
         )
-        .reconcile_all_on(crate::sites::on_change(sites));
+        .reconcile_all_on(on_change(sites));
         let copies = controller.store();
         let run = tokio::spawn(controller.run(pull::<K>, retry, session.clone()).for_each(
             |result| {
@@ -266,7 +268,7 @@ impl<K: FedKind> Pulled<K> {
 }
 
 /// Reconciles one copy: the local grid follows it.
-async fn pull<K: FedKind>(copy: Arc<K>, session: Arc<Session>) -> Result<Action, Error> {
+async fn pull<K: GridKind>(copy: Arc<K>, session: Arc<Session>) -> Result<Action, Error> {
     let Role::Copy { target_namespace } = Role::of(copy.meta().labels.as_ref()) else {
         return Ok(Action::await_change());
     };
@@ -343,14 +345,16 @@ async fn pull<K: FedKind>(copy: Arc<K>, session: Arc<Session>) -> Result<Action,
 pub fn local_sites<'a>(
     spec: &Value,
     nodes: impl IntoIterator<Item = Option<&'a std::collections::BTreeMap<String, String>>>,
-) -> BTreeSet<NodeUnit> {
+) -> BTreeSet<SiteName> {
     match spec.get("gridUniqKey").and_then(Value::as_str) {
-        Some(key) if !key.is_empty() => crate::sites::sites(&GridUniqKey(key.to_owned()), nodes),
+        Some(key) if !key.is_empty() => {
+            crate::grid_sites::sites_of(&GridUniqKey(key.to_owned()), nodes)
+        }
         _ => BTreeSet::new(),
     }
 }
 
-async fn create_local<K: FedKind>(
+async fn create_local<K: GridKind>(
     session: &Session,
     api: &Api<K>,
     copy: &K,
@@ -366,7 +370,7 @@ async fn create_local<K: FedKind>(
     Ok(created)
 }
 
-async fn update_local<K: FedKind>(
+async fn update_local<K: GridKind>(
     session: &Session,
     api: &Api<K>,
     copy: &K,
@@ -385,7 +389,7 @@ async fn update_local<K: FedKind>(
     Ok(updated)
 }
 
-async fn delete_local<K: FedKind>(
+async fn delete_local<K: GridKind>(
     session: &Session,
     namespace: &str,
     name: &str,
@@ -411,7 +415,7 @@ async fn ensure_namespace(session: &Session, name: &str) -> Result<(), Error> {
     }
 }
 
-fn retry<K: FedKind>(copy: Arc<K>, error: &Error, session: Arc<Session>) -> Action {
+fn retry<K: GridKind>(copy: Arc<K>, error: &Error, session: Arc<Session>) -> Action {
     session.metrics.failed(&K::kind(&()));
     tracing::warn!(kind = %K::kind(&()), grid = %copy.name_any(), %error, "pulling from the control cluster failed; retrying");
     Action::requeue(RETRY_AFTER)
@@ -422,13 +426,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-
-    fn node(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::fixtures::labels as node;
 
     fn sites(spec: &Value, nodes: &[BTreeMap<String, String>]) -> Vec<String> {
         local_sites(spec, nodes.iter().map(Some))

@@ -4,10 +4,11 @@
 //! from its labels ([`Role`]):
 //!
 //! - In the **control cluster**, a grid labelled `superedge.io/fed: "yes"` is
-//!   an *original*: [`control`] copies it into every clusternet dedicated
-//!   namespace (a namespace labelled `clusters.clusternet.io/cluster-id`, one
-//!   per managed cluster), and writes on it the per-site status the managed
-//!   clusters report ([`aggregate`]).
+//!   an *original*: the grid controller [`distribute`]s it, a copy into every
+//!   clusternet dedicated namespace (a namespace labelled
+//!   `clusters.clusternet.io/cluster-id`, one per managed cluster, each
+//!   reachable or not: the [`fleet`]), and writes on it the per-site status
+//!   the managed clusters report ([`aggregate`]).
 //! - In a **managed cluster**, the controller finds the control cluster
 //!   through the Secret clusternet's agent leaves (`clusternet-system/
 //!   parent-cluster`, [`parent`]), watches the copies in its dedicated
@@ -24,7 +25,8 @@
 //! unreachable cluster is shown as such; StatefulSetGrid is distributed too.
 
 pub mod aggregate;
-pub mod control;
+pub mod distribute;
+pub mod fleet;
 pub mod managed;
 pub mod object;
 pub mod parent;
@@ -125,13 +127,7 @@ pub fn local_labels(copy: Option<&BTreeMap<String, String>>) -> BTreeMap<String,
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::fixtures::labels;
 
     #[test]
     fn roles_follow_superedge_labels() {

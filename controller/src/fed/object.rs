@@ -8,11 +8,11 @@ use kube::api::{Api, DeleteParams};
 use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
 
-use super::control::FedKind;
 use crate::metrics::Metrics;
+use crate::shared::GridKind;
 
 /// A new grid of kind `K`.
-pub fn new_grid<K: FedKind>(
+pub fn new_grid<K: GridKind>(
     name: &str,
     namespace: &str,
     labels: &BTreeMap<String, String>,
@@ -35,7 +35,7 @@ pub fn new_grid<K: FedKind>(
 /// own), its status left out, for a PUT; `None` when it already is so. The
 /// whole spec: zero values propagate (SuperEdge's merge dropped them) and a
 /// local edit is put back.
-pub fn respecced<K: FedKind>(
+pub fn respecced<K: GridKind>(
     grid: &K,
     spec: &Value,
     labels: &BTreeMap<String, String>,
@@ -61,7 +61,7 @@ pub fn respecced<K: FedKind>(
 }
 
 /// Deletes `namespace/name`; one already gone is fine. Whether it deleted.
-pub async fn delete_grid<K: FedKind>(
+pub async fn delete_grid<K: GridKind>(
     client: &Client,
     metrics: &Metrics,
     namespace: &str,
@@ -80,15 +80,10 @@ pub async fn delete_grid<K: FedKind>(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::DeploymentGrid;
+    use sitegrid_api::DeploymentGrid;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use super::*;
+    use crate::fixtures::labels;
 
     #[test]
     fn a_grid_is_brought_back_to_a_spec_only_when_it_differs() {

@@ -24,64 +24,18 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
+use sitegrid_api::keys::{GridUniqKey, SiteName};
 
 pub use service::reconcile_service;
-pub use workload::{reconcile_workload, WorkloadGrid};
+pub use workload::{reconcile_workload, WorkloadGridKind};
 
-use crate::api::keys::{GridUniqKey, NodeUnit};
 use crate::drift;
-use crate::fed::control::{FedKind, Fleet};
+use crate::fed::fleet::Fleet;
 use crate::fed::Role;
 use crate::metrics::Metrics;
-use crate::render::GridError;
-
-/// The field manager of every apply the controller makes.
-pub const FIELD_MANAGER: &str = "sitegrid-controller";
-
-/// Why a reconcile failed (it is retried after [`RETRY_AFTER`]).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The grid cannot be rendered at all.
-    #[error(transparent)]
-    Grid(#[from] GridError),
-    /// An API request failed.
-    #[error("{}", describe(.0))]
-    Kube(#[from] kube::Error),
-    /// An object could not be turned into JSON.
-    #[error("encoding an object: {0}")]
-    Json(#[from] serde_json::Error),
-    /// Some sites failed to apply; the others were reconciled.
-    #[error("{failed} site(s) could not be applied")]
-    Sites {
-        /// How many.
-        failed: usize,
-    },
-}
-
-/// An API error as one line: the API server's own message for a refused
-/// request (what `kubectl` would print), the client's error otherwise.
-fn describe(err: &kube::Error) -> String {
-    match err {
-        kube::Error::Api(status) => format!("{} ({})", status.message, status.reason),
-        other => format!("kubernetes API: {other}"),
-    }
-}
-
-/// How long a failed reconcile waits before it is retried (the first time;
-/// see [`retry_after`]).
-pub const RETRY_AFTER: Duration = Duration::from_secs(10);
-
-/// The longest wait between retries of a grid that keeps failing.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
-
-/// The wait before retry number `failures` (1, 2, …) of one grid:
-/// [`RETRY_AFTER`] doubled each time, at most [`MAX_RETRY_AFTER`], so a grid
-/// that keeps failing (an API server answering 500, a webhook down) costs
-/// one attempt per five minutes rather than one per ten seconds.
-pub fn retry_after(failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(16);
-    (RETRY_AFTER * 2u32.pow(doublings)).min(MAX_RETRY_AFTER)
-}
+use crate::shared::retry::retry_after;
+use crate::shared::time::now;
+use crate::shared::{Error, GridKind, FIELD_MANAGER};
 
 /// What every reconcile shares.
 pub struct Context {
@@ -97,22 +51,22 @@ pub struct Context {
     pub resync: Duration,
     /// The resourceVersion of each grid when its last reconcile started
     /// (kind/namespace/name → version), for the queue-depth gauge.
-    pub reconciled: Mutex<HashMap<String, String>>,
+    pub reconciled_versions: Mutex<HashMap<String, String>>,
     /// The managed clusters, for grids distributed from this cluster.
     pub fleet: Arc<Fleet>,
     /// Consecutive failed reconciles of each grid (same keys as
-    /// [`Self::reconciled`]), for the retry backoff; absent after a success.
-    pub failures: Mutex<HashMap<String, u32>>,
+    /// [`Self::reconciled_versions`]), for the retry backoff; absent after a success.
+    pub failure_counts: Mutex<HashMap<String, u32>>,
 }
 
 impl Context {
     /// The grid's sites, from the nodes' labels.
-    pub fn sites(&self, key: &GridUniqKey) -> BTreeSet<NodeUnit> {
+    pub fn sites(&self, key: &GridUniqKey) -> BTreeSet<SiteName> {
         let nodes = self.nodes.state();
-        crate::sites::sites(key, nodes.iter().map(|n| n.metadata.labels.as_ref()))
+        crate::grid_sites::sites_of(key, nodes.iter().map(|n| n.metadata.labels.as_ref()))
     }
 
-    /// Key under which [`Self::reconciled`] and the metrics know a grid.
+    /// Key under which [`Self::reconciled_versions`] and the metrics know a grid.
     pub fn grid_key<K: Resource<DynamicType = ()>>(grid: &K) -> String {
         format!(
             "{}/{}/{}",
@@ -130,7 +84,7 @@ impl Context {
         result: Result<Action, Error>,
     ) -> Result<Action, Error> {
         if result.is_ok() {
-            self.failures.lock().remove(&Self::grid_key(grid));
+            self.failure_counts.lock().remove(&Self::grid_key(grid));
         }
         result
     }
@@ -138,7 +92,9 @@ impl Context {
     fn note_reconcile<K: Resource<DynamicType = ()>>(&self, grid: &K) {
         self.metrics.reconciled(&K::kind(&()));
         let version = grid.meta().resource_version.clone().unwrap_or_default();
-        self.reconciled.lock().insert(Self::grid_key(grid), version);
+        self.reconciled_versions
+            .lock()
+            .insert(Self::grid_key(grid), version);
     }
 
     /// Applies `desired` unless `live` already matches it; returns the object
@@ -204,7 +160,7 @@ impl Context {
     /// lies: its status is its managed cluster's to write) or a grid being
     /// deleted (its copies go first, then the finalizer; garbage collection
     /// removes its children) needs nothing more: the action to return.
-    async fn copy_or_deleted<K: FedKind>(&self, grid: &K) -> Result<Option<Action>, Error> {
+    async fn copy_or_deleted<K: GridKind>(&self, grid: &K) -> Result<Option<Action>, Error> {
         if matches!(Role::of(grid.meta().labels.as_ref()), Role::Copy { .. }) {
             return Ok(Some(Action::await_change()));
         }
@@ -215,15 +171,15 @@ impl Context {
         Ok(Some(Action::await_change()))
     }
 
-    /// See [`crate::fed::control::distribute`].
-    async fn distribute<K: FedKind>(
+    /// See [`crate::fed::distribute::distribute`].
+    async fn distribute<K: GridKind>(
         &self,
         grid: &K,
         local: Option<&Value>,
         previous: Option<&Value>,
         now: &str,
     ) -> Result<Option<Value>, Error> {
-        crate::fed::control::distribute(
+        crate::fed::distribute::distribute(
             grid,
             &self.client,
             &self.fleet,
@@ -251,13 +207,6 @@ impl Context {
     }
 }
 
-/// The current time as Kubernetes writes it in conditions (RFC 3339, seconds).
-pub(crate) fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
-
 /// Whether `child` is controlled by the object with `uid`.
 fn controlled_by<C: Resource>(child: &C, uid: &str) -> bool {
     child
@@ -275,7 +224,7 @@ pub fn error_policy<K: Resource<DynamicType = ()>>(
 ) -> Action {
     ctx.metrics.failed(&K::kind(&()));
     let failures = {
-        let mut all = ctx.failures.lock();
+        let mut all = ctx.failure_counts.lock();
         let count = all.entry(Context::grid_key(&*grid)).or_default();
         *count = count.saturating_add(1);
         *count
@@ -283,16 +232,4 @@ pub fn error_policy<K: Resource<DynamicType = ()>>(
     let wait = retry_after(failures);
     tracing::warn!(kind = %K::kind(&()), grid = %grid.name_any(), namespace = %grid.namespace().unwrap_or_default(), %error, failures, retry_in = ?wait, "reconcile failed; retrying");
     Action::requeue(wait)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_grid_that_keeps_failing_waits_longer_each_time_up_to_five_minutes() {
-        let waits: Vec<u64> = (1..=7).map(|n| retry_after(n).as_secs()).collect();
-        assert_eq!(waits, [10, 20, 40, 80, 160, 300, 300]);
-        assert_eq!(retry_after(u32::MAX), MAX_RETRY_AFTER);
-    }
 }

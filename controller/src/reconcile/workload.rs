@@ -3,117 +3,51 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use futures::StreamExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
+use serde::Serialize;
 use serde_json::{json, Value};
+use sitegrid_api::keys::{SiteName, TemplateName};
+use sitegrid_api::labels::GRID_SELECTOR_LABEL;
+use sitegrid_api::names::site_child_name;
+use sitegrid_api::{WorkloadGrid, WorkloadGridSpec};
 
-use futures::StreamExt;
-
-use super::{controlled_by, now, Context, Error, FIELD_MANAGER};
-use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
-use crate::api::GridTemplates;
-use crate::fed::control::FedKind;
+use super::{controlled_by, Context};
 use crate::fed::Role;
-use crate::render::name::child_name;
-use crate::render::{self, GridError, SiteError, SiteResults, Workload, GRID_SELECTOR_LABEL};
+use crate::render::{self, GridError, SiteError, SiteResults};
+use crate::shared::time::now;
+use crate::shared::{Error, GridKind, FIELD_MANAGER};
 use crate::status::{self, budget, reason, Failure};
-use crate::{DeploymentGrid, StatefulSetGrid};
+use crate::workload::Workload;
 
-/// What the reconciler needs to know about a workload grid kind.
-pub trait WorkloadGrid: FedKind {
+/// A workload grid kind as the reconciler handles it: DeploymentGrid and
+/// StatefulSetGrid, through one generic impl.
+pub trait WorkloadGridKind: GridKind + WorkloadGrid {
     /// The workload each site runs.
-    type Child: Workload + FedKind;
-    /// The spec with the template fields.
-    type Spec: GridTemplates;
-
-    /// `spec.gridUniqKey`.
-    fn key(&self) -> &GridUniqKey;
-    /// The spec.
-    fn grid_spec(&self) -> &Self::Spec;
-    /// `spec.autoDeleteUnusedTemplate`.
-    fn auto_delete_unused_template(&self) -> bool;
-    /// The children per site (see [`crate::render`]).
-    fn render(&self, units: &BTreeSet<NodeUnit>) -> Result<SiteResults<Self::Child>, GridError>;
+    type Child: Workload + GridKind;
+    /// The children per site (see [`render::render_workloads`]).
+    fn render(&self, sites: &BTreeSet<SiteName>) -> Result<SiteResults<Self::Child>, GridError>;
     /// The grid's current status as JSON (`None` if it has none).
     fn status_json(&self) -> Option<Value>;
-    /// A child's status as JSON (`{}` if it has none).
-    fn child_status(child: &Self::Child) -> Value;
-    /// Whether the child runs its current spec with all replicas available.
-    fn child_ready(child: &Self::Child) -> bool;
 }
 
-/// The parts of [`WorkloadGrid`] that read the same fields on both grid kinds
-/// (kube-derive makes one concrete type per CRD, so they cannot share a struct).
-macro_rules! workload_grid {
-    ($grid:ty, $child:ty, $spec:ty, $render:path, |$c:ident| $ready:expr) => {
-        impl WorkloadGrid for $grid {
-            type Child = $child;
-            type Spec = $spec;
+impl<G> WorkloadGridKind for G
+where
+    G: GridKind + WorkloadGrid,
+    G::Workload: Workload<Spec = G::Template> + GridKind,
+    G::Status: Serialize,
+{
+    type Child = G::Workload;
 
-            fn key(&self) -> &GridUniqKey {
-                &self.spec.grid_uniq_key
-            }
-            fn grid_spec(&self) -> &Self::Spec {
-                &self.spec
-            }
-            fn auto_delete_unused_template(&self) -> bool {
-                self.spec.auto_delete_unused_template == Some(true)
-            }
-            fn render(&self, units: &BTreeSet<NodeUnit>) -> Result<SiteResults<$child>, GridError> {
-                $render(self, units)
-            }
-            fn status_json(&self) -> Option<Value> {
-                self.status
-                    .as_ref()
-                    .and_then(|s| serde_json::to_value(s).ok())
-            }
-            fn child_status(child: &$child) -> Value {
-                child
-                    .status
-                    .as_ref()
-                    .and_then(|s| serde_json::to_value(s).ok())
-                    .unwrap_or_else(|| json!({}))
-            }
-            fn child_ready($c: &$child) -> bool {
-                $ready
-            }
-        }
-    };
-}
-
-workload_grid!(
-    DeploymentGrid,
-    Deployment,
-    crate::DeploymentGridSpec,
-    render::render_deployments,
-    |child| {
-        let want = child.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-        child.status.as_ref().is_some_and(|status| {
-            current(child, status.observed_generation)
-                && status.updated_replicas.unwrap_or(0) >= want
-                && status.available_replicas.unwrap_or(0) >= want
-        })
+    fn render(&self, sites: &BTreeSet<SiteName>) -> Result<SiteResults<Self::Child>, GridError> {
+        render::render_workloads(self, sites)
     }
-);
-
-workload_grid!(
-    StatefulSetGrid,
-    StatefulSet,
-    crate::StatefulSetGridSpec,
-    render::render_statefulsets,
-    |child| {
-        let want = child.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-        child.status.as_ref().is_some_and(|status| {
-            current(child, status.observed_generation) && status.ready_replicas.unwrap_or(0) >= want
-        })
+    fn status_json(&self) -> Option<Value> {
+        self.grid_status()
+            .and_then(|s| serde_json::to_value(s).ok())
     }
-);
-
-/// Whether the workload controller has seen the child's current spec.
-fn current<C: Resource>(child: &C, observed: Option<i64>) -> bool {
-    observed.unwrap_or(0) >= child.meta().generation.unwrap_or(0)
 }
 
 /// Reconciles one DeploymentGrid or StatefulSetGrid.
@@ -124,7 +58,7 @@ fn current<C: Resource>(child: &C, observed: Option<i64>) -> bool {
 /// unreadable, or whose object the API server refuses, keeps the child it has
 /// (if any), gets a `SiteReconciled=False` condition and one Warning event;
 /// the other sites are reconciled all the same.
-pub async fn reconcile_workload<G: WorkloadGrid>(
+pub async fn reconcile_workload<G: WorkloadGridKind>(
     grid: Arc<G>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
@@ -133,119 +67,208 @@ pub async fn reconcile_workload<G: WorkloadGrid>(
 }
 
 /// One pass of [`reconcile_workload`].
-async fn reconcile_once<G: WorkloadGrid>(grid: Arc<G>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile_once<G: WorkloadGridKind>(
+    grid: Arc<G>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     ctx.note_reconcile(&*grid);
     if let Some(done) = ctx.copy_or_deleted(&*grid).await? {
         return Ok(done);
     }
-    let role = Role::of(grid.meta().labels.as_ref());
     let (namespace, grid_name) = match (&grid.meta().namespace, &grid.meta().name) {
         (Some(ns), Some(name)) => (ns.clone(), name.clone()),
         _ => return Err(GridError::NotPersisted.into()),
     };
     let uid = grid.meta().uid.clone().ok_or(GridError::NotPersisted)?;
-    let child_kind = G::Child::kind(&());
-    let units = ctx.sites(grid.key());
-    let rendered = match grid.render(&units) {
+    let sites = ctx.sites(grid.grid_spec().grid_uniq_key());
+    let rendered = match grid.render(&sites) {
         Ok(rendered) => rendered,
         Err(err) => return report_unrenderable(&*grid, &ctx, &err).await,
     };
 
     let api: Api<G::Child> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut existing = owned_children(&api, &grid_name, &uid).await?;
+    let outcomes = apply_sites(&ctx, &api, &existing, &grid_name, rendered).await;
+    let observed = Observed::tally(outcomes, &mut existing);
+    let gone = existing
+        .keys()
+        .filter(|name| !observed.keep.contains(*name));
+    delete_gone(&ctx, &api, gone, (&namespace, &grid_name)).await?;
+    let child_kind = G::Child::kind(&());
+    ctx.metrics
+        .set_children(&child_kind, Context::grid_key(&*grid), observed.live.len());
+
+    let spec = grid.grid_spec();
+    if spec.auto_delete_unused_template() {
+        prune_unused_templates(&*grid, &ctx, &spec.unused_templates()).await?;
+    }
+    report_status(&*grid, &ctx, &observed).await?;
+
+    // A missing or unreadable template, or an object the API server
+    // refuses as invalid, waits for the user to change the grid (or for the
+    // next resync); a failure that may pass by itself is retried with backoff.
+    if observed.transient > 0 {
+        return Err(Error::Sites {
+            failed: observed.transient,
+        });
+    }
+    Ok(Action::requeue(ctx.resync))
+}
+
+/// The children of grid `grid_name` (with `uid`) that it controls, by name.
+async fn owned_children<C: GridKind>(
+    api: &Api<C>,
+    grid_name: &str,
+    uid: &str,
+) -> Result<BTreeMap<String, C>, Error> {
     let selector = format!("{GRID_SELECTOR_LABEL}={grid_name}");
-    let mut existing: BTreeMap<String, G::Child> = api
+    Ok(api
         .list(&ListParams::default().labels(&selector))
         .await?
         .items
         .into_iter()
-        .filter(|child| controlled_by(child, &uid))
+        .filter(|child| controlled_by(child, uid))
         .map(|child| (child.name_any(), child))
-        .collect();
+        .collect())
+}
 
-    // Sites are applied a few at a time: with thousands of sites one by one
-    // would take minutes, all at once would flood the API server.
-    let outcomes: Vec<(NodeUnit, String, Result<G::Child, SiteFailure>)> =
-        futures::stream::iter(rendered.into_iter().map(|(unit, result)| {
-            let name = child_name(&format!("{grid_name}-{unit}"), G::Child::NAME_RULE);
-            let (ctx, api, existing, child_kind) = (&ctx, &api, &existing, &child_kind);
-            async move {
-                let outcome = match result {
-                    Ok(desired) => ctx
-                        .apply_child(api, &desired, existing.get(&name))
-                        .await
-                        .map_err(|err| SiteFailure {
-                            transient: is_transient(&err),
-                            failure: Failure {
-                                reason: reason::APPLY_FAILED,
-                                message: format!("site {unit}: {child_kind} {name}: {err}"),
-                            },
-                        }),
-                    Err(err) => Err(SiteFailure {
-                        transient: false,
-                        failure: Failure {
-                            reason: match err {
-                                SiteError::UnknownTemplate { .. } => reason::TEMPLATE_NOT_FOUND,
-                                SiteError::UnreadableTemplate { .. } => reason::INVALID_TEMPLATE,
-                            },
-                            message: err.to_string(),
-                        },
-                    }),
-                };
-                (unit, name, outcome)
-            }
-        }))
-        .buffered(APPLY_CONCURRENCY)
-        .collect()
-        .await;
+/// One site's outcome: its site, its child's name, and the child as the API
+/// server now has it or why it could not be applied.
+type SiteOutcome<C> = (SiteName, String, Result<C, SiteFailure>);
 
-    let mut live = BTreeMap::new();
-    let mut ready = BTreeSet::new();
-    let mut failures = BTreeMap::new();
-    let mut keep = BTreeSet::new();
-    let mut transient = 0;
-    for (unit, name, outcome) in outcomes {
-        keep.insert(name.clone());
-        let child = match outcome {
-            Ok(child) => Some(child),
-            Err(site) => {
-                transient += usize::from(site.transient);
-                failures.insert(unit.clone(), site.failure);
-                // A site that cannot be updated keeps running what it has.
-                existing.remove(&name)
-            }
-        };
-        if let Some(child) = child {
-            if G::child_ready(&child) {
-                ready.insert(unit.clone());
-            }
-            live.insert(unit, G::child_status(&child));
+/// Applies each site's rendered child. Sites are applied a few at a time:
+/// with thousands of sites one by one would take minutes, all at once would
+/// flood the API server.
+async fn apply_sites<C: Workload + GridKind>(
+    ctx: &Context,
+    api: &Api<C>,
+    existing: &BTreeMap<String, C>,
+    grid_name: &str,
+    rendered: SiteResults<C>,
+) -> Vec<SiteOutcome<C>> {
+    futures::stream::iter(rendered.into_iter().map(|(site, result)| {
+        let name = site_child_name(grid_name, site.as_str(), C::NAME_RULE);
+        async move {
+            let outcome = match result {
+                Ok(desired) => apply_site(ctx, api, existing.get(&name), &desired, &site).await,
+                Err(err) => Err(SiteFailure::unrendered(&err)),
+            };
+            (site, name, outcome)
         }
-    }
+    }))
+    .buffered(APPLY_CONCURRENCY)
+    .collect()
+    .await
+}
 
-    for (name, _) in existing.iter().filter(|(name, _)| !keep.contains(*name)) {
-        tracing::info!(kind = %child_kind, %namespace, %name, grid = %grid_name, "site gone; deleting its workload");
+/// Applies one site's child (unless `live` already matches it).
+async fn apply_site<C: GridKind>(
+    ctx: &Context,
+    api: &Api<C>,
+    live: Option<&C>,
+    desired: &C,
+    site: &SiteName,
+) -> Result<C, SiteFailure> {
+    ctx.apply_child(api, desired, live).await.map_err(|err| {
+        let (kind, name) = (C::kind(&()), desired.name_any());
+        SiteFailure {
+            transient: err.is_transient(),
+            failure: Failure {
+                reason: reason::APPLY_FAILED,
+                message: format!("site {site}: {kind} {name}: {err}"),
+            },
+        }
+    })
+}
+
+/// What one pass found, per site.
+#[derive(Default)]
+struct Observed {
+    /// The status of each site's live child.
+    live: BTreeMap<SiteName, Value>,
+    /// Sites whose child runs its current spec with all replicas available.
+    ready: BTreeSet<SiteName>,
+    /// Sites that could not be reconciled, and why.
+    failures: BTreeMap<SiteName, Failure>,
+    /// The children that belong to a site that still exists.
+    keep: BTreeSet<String>,
+    /// How many failures may pass without the user's help.
+    transient: usize,
+}
+
+impl Observed {
+    /// Sorts the outcomes; a site that failed keeps (and reports) the child
+    /// it has, taken from `existing`.
+    fn tally<C: Workload>(
+        outcomes: Vec<SiteOutcome<C>>,
+        existing: &mut BTreeMap<String, C>,
+    ) -> Self {
+        let mut observed = Self::default();
+        for (site, name, outcome) in outcomes {
+            observed.keep.insert(name.clone());
+            let child = match outcome {
+                Ok(child) => Some(child),
+                Err(failed) => {
+                    observed.transient += usize::from(failed.transient);
+                    observed.failures.insert(site.clone(), failed.failure);
+                    // A site that cannot be updated keeps running what it has.
+                    existing.remove(&name)
+                }
+            };
+            if let Some(child) = child {
+                if child.is_ready() {
+                    observed.ready.insert(site.clone());
+                }
+                observed.live.insert(site, child.status_json());
+            }
+        }
+        observed
+    }
+}
+
+/// Deletes the children named `gone` of grid `namespace/grid_name`: their
+/// sites went away.
+async fn delete_gone<'a, C: GridKind>(
+    ctx: &Context,
+    api: &Api<C>,
+    gone: impl Iterator<Item = &'a String>,
+    (namespace, grid_name): (&str, &str),
+) -> Result<(), Error> {
+    let kind = C::kind(&());
+    for name in gone {
+        tracing::info!(%kind, %namespace, %name, grid = %grid_name, "site gone; deleting its workload");
         match api.delete(name, &DeleteParams::background()).await {
-            Ok(_) => ctx.metrics.wrote("delete", &child_kind),
+            Ok(_) => ctx.metrics.wrote("delete", &kind),
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(err) => return Err(err.into()),
         }
     }
-    ctx.metrics
-        .set_children(&child_kind, Context::grid_key(&*grid), live.len());
+    Ok(())
+}
 
-    if grid.auto_delete_unused_template() {
-        prune_unused_templates(&*grid, &ctx, &grid.grid_spec().unused_templates()).await?;
-    }
-
+/// Writes the grid's status from what the pass `observed` (aggregated with
+/// the managed clusters' reports for an original), with a Warning event for
+/// each new failure.
+async fn report_status<G: WorkloadGridKind>(
+    grid: &G,
+    ctx: &Context,
+    observed: &Observed,
+) -> Result<(), Error> {
     let previous = grid.status_json();
     let now = now();
-    let mut status = status::workload_status(&live, &ready, &failures, previous.as_ref(), &now);
+    let Observed {
+        live,
+        ready,
+        failures,
+        ..
+    } = observed;
+    let mut status = status::workload_status(live, ready, failures, previous.as_ref(), &now);
     // Distributed from here (or no longer): the copies, and what the
     // managed clusters report, aggregated with this cluster's own sites.
     let distributed = ctx
-        .distribute(&*grid, Some(&status), previous.as_ref(), &now)
+        .distribute(grid, Some(&status), previous.as_ref(), &now)
         .await?;
-    match (role, distributed) {
+    match (Role::of(grid.meta().labels.as_ref()), distributed) {
         (Role::Original, Some(aggregated)) => status = aggregated,
         // The managed clusters are not listed yet: keep what is shown.
         (Role::Original, None) => status = previous.clone().unwrap_or(status),
@@ -259,21 +282,13 @@ async fn reconcile_once<G: WorkloadGrid>(grid: Arc<G>, ctx: Arc<Context>) -> Res
         &now,
     );
     budget::fit_states(&mut status, previous.as_ref(), budget::STATES_BUDGET, &now);
-    warn_new_failures(&*grid, &ctx, &failures, previous.as_ref()).await;
+    warn_new_failures(grid, ctx, failures, previous.as_ref()).await;
     if let Some((reason, message)) =
         status::grid_condition_is_new(&status, previous.as_ref(), budget::STATES_CONDITION)
     {
-        ctx.warn(&*grid, &reason, message).await;
+        ctx.warn(grid, &reason, message).await;
     }
-    ctx.apply_status(&*grid, previous.as_ref(), status).await?;
-
-    // A missing or unreadable template, or an object the API server
-    // refuses as invalid, waits for the user to change the grid (or for the
-    // next resync); a failure that may pass by itself is retried with backoff.
-    if transient > 0 {
-        return Err(Error::Sites { failed: transient });
-    }
-    Ok(Action::requeue(ctx.resync))
+    ctx.apply_status(grid, previous.as_ref(), status).await
 }
 
 /// Sites applied at once.
@@ -290,28 +305,33 @@ struct SiteFailure {
     transient: bool,
 }
 
-/// Whether an apply that failed with `err` may succeed if simply retried:
-/// not when the API server refused the object itself (400 BadRequest, 422
-/// Invalid), which only a change to the grid can fix.
-pub(super) fn is_transient(err: &Error) -> bool {
-    match err {
-        Error::Kube(kube::Error::Api(status)) => !matches!(status.code, 400 | 422),
-        Error::Json(_) => false,
-        _ => true,
+impl SiteFailure {
+    /// A site whose template is missing or unreadable: only an edit helps.
+    fn unrendered(err: &SiteError) -> Self {
+        Self {
+            transient: false,
+            failure: Failure {
+                reason: match err {
+                    SiteError::UnknownTemplate { .. } => reason::TEMPLATE_NOT_FOUND,
+                    SiteError::UnreadableTemplate { .. } => reason::INVALID_TEMPLATE,
+                },
+                message: err.to_string(),
+            },
+        }
     }
 }
 
 /// Publishes a Warning event for each site that newly failed (the first
 /// [`MAX_SITE_EVENTS`], then one event counting the others).
-async fn warn_new_failures<G: WorkloadGrid>(
+async fn warn_new_failures<G: WorkloadGridKind>(
     grid: &G,
     ctx: &Context,
-    failures: &BTreeMap<NodeUnit, Failure>,
+    failures: &BTreeMap<SiteName, Failure>,
     previous: Option<&Value>,
 ) {
     let new = status::new_failures(failures, previous);
-    for (unit, failure) in new.iter().take(MAX_SITE_EVENTS) {
-        tracing::warn!(grid = %grid.name_any(), namespace = %grid.namespace().unwrap_or_default(), site = %unit, reason = failure.reason, "{}", failure.message);
+    for (site, failure) in new.iter().take(MAX_SITE_EVENTS) {
+        tracing::warn!(grid = %grid.name_any(), namespace = %grid.namespace().unwrap_or_default(), site = %site, reason = failure.reason, "{}", failure.message);
         ctx.warn(grid, failure.reason, failure.message.clone())
             .await;
     }
@@ -327,7 +347,7 @@ async fn warn_new_failures<G: WorkloadGrid>(
 }
 
 /// `ApplyFailed: 9990` style counts, by reason.
-fn failures_by_reason(failures: &[(&NodeUnit, &Failure)]) -> String {
+fn failures_by_reason(failures: &[(&SiteName, &Failure)]) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for (_, failure) in failures {
         *counts.entry(failure.reason).or_default() += 1;
@@ -343,7 +363,7 @@ fn failures_by_reason(failures: &[(&NodeUnit, &Failure)]) -> String {
 /// and one Warning event when it appears; its children (if an earlier spec
 /// made any) are left as they are. Not retried: only an edit of the grid can
 /// help, and the edit triggers a reconcile.
-async fn report_unrenderable<G: WorkloadGrid>(
+async fn report_unrenderable<G: WorkloadGridKind>(
     grid: &G,
     ctx: &Context,
     err: &GridError,
@@ -377,7 +397,7 @@ async fn report_unrenderable<G: WorkloadGrid>(
 /// The one edit the controller makes to a grid's spec, and only when the user
 /// asked for it; a merge patch guarded by the grid's resourceVersion, so a
 /// concurrent edit wins and the next reconcile looks again.
-async fn prune_unused_templates<G: WorkloadGrid>(
+async fn prune_unused_templates<G: WorkloadGridKind>(
     grid: &G,
     ctx: &Context,
     unused: &[TemplateName],

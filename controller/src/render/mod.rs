@@ -3,37 +3,21 @@
 //! Plain functions from a grid (and, for workloads, the set of sites) to
 //! Kubernetes objects, tested by value. Applying them is the reconciler's job.
 
-mod deployment;
-pub mod name;
 mod service;
-mod statefulset;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
+use sitegrid_api::keys::{GridUniqKey, SiteName, TemplateName};
+use sitegrid_api::labels::{GRID_SELECTOR_LABEL, GRID_UNIQ_KEY_LABEL, SITE_LABEL};
+use sitegrid_api::names;
+use sitegrid_api::{TemplateError, WorkloadGrid, WorkloadGridSpec};
 
-pub use deployment::render_deployments;
 pub use service::render_service;
-pub use statefulset::render_statefulsets;
 
-use crate::api::keys::{GridUniqKey, NodeUnit, TemplateName};
-use crate::api::{GridTemplates, TemplateError};
-
-/// Label on every generated object: the name of the grid that owns it.
-pub const GRID_SELECTOR_LABEL: &str = "superedge.io/grid-selector";
-/// Label on every generated object: the grid's `gridUniqKey`.
-pub const GRID_UNIQ_KEY_LABEL: &str = "superedge.io/grid-uniq-key";
-/// Label on every per-site workload (Deployment, StatefulSet): the site it
-/// runs. Only on the workload's own metadata, never on its pod template, so
-/// adding it to an existing workload restarts no pod. sitegrid-dnsd selects
-/// the StatefulSets of its node's sites with it instead of watching every
-/// site's.
-pub const NODE_UNIT_LABEL: &str = "sitegrid.io/node-unit";
-/// Annotation on the generated Service: the JSON list of topology keys
-/// (`["<gridUniqKey>"]`) that keeps traffic inside a site.
-pub const TOPOLOGY_KEYS_ANNOTATION: &str = "topologyKeys";
+use crate::workload::Workload;
 
 /// Why a grid cannot be rendered at all.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -74,20 +58,20 @@ impl GridError {
 /// Why one site of a workload grid cannot be rendered; the other sites still are.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SiteError {
-    /// `templates[unit]` or `defaultTemplateName` names no `templatePool` entry.
-    #[error("site {unit}: template \"{template}\" is not in templatePool")]
+    /// `templates[site]` or `defaultTemplateName` names no `templatePool` entry.
+    #[error("site {site}: template \"{template}\" is not in templatePool")]
     UnknownTemplate {
         /// The site.
-        unit: NodeUnit,
+        site: SiteName,
         /// The missing pool entry.
         template: TemplateName,
     },
     /// The site's `templatePool` entry is not a workload spec (see
-    /// [`crate::api::Template`]).
-    #[error("site {unit}: templatePool entry \"{template}\" is not a valid template: {error}")]
+    /// [`sitegrid_api::Template`]).
+    #[error("site {site}: templatePool entry \"{template}\" is not a valid template: {error}")]
     UnreadableTemplate {
         /// The site.
-        unit: NodeUnit,
+        site: SiteName,
         /// The pool entry.
         template: TemplateName,
         /// The decoder's complaint.
@@ -96,7 +80,7 @@ pub enum SiteError {
 }
 
 /// The outcome per site: its object, or why it has none.
-pub type SiteResults<T> = BTreeMap<NodeUnit, Result<T, SiteError>>;
+pub type SiteResults<T> = BTreeMap<SiteName, Result<T, SiteError>>;
 
 /// Whether the two grid labels every child carries can hold `grid_name` and
 /// `key` (label values: at most 63 characters, alphanumeric at both ends,
@@ -158,72 +142,79 @@ where
     })
 }
 
-/// A workload a grid runs per site (Deployment, StatefulSet).
-pub trait Workload: Sized {
-    /// Its spec, as the grid's templates hold it.
-    type Spec: Clone;
-    /// How its name must look.
-    const NAME_RULE: name::NameRule;
-    /// The spec's pod template.
-    fn pod_template(spec: &mut Self::Spec) -> &mut PodTemplateSpec;
-    /// The object.
-    fn new(metadata: ObjectMeta, spec: Self::Spec) -> Self;
-}
-
-/// Renders one workload per site: picks each site's template, names the
-/// child `{grid}-{unit}` under the workload's rule, labels it with its site
-/// ([`NODE_UNIT_LABEL`]) and pins its pods to the site (`nodeSelector[key] = unit`).
-fn render_sites<K, S, W>(
-    grid: &K,
-    spec: &S,
-    units: &BTreeSet<NodeUnit>,
-    key: &GridUniqKey,
-) -> Result<SiteResults<W>, GridError>
+/// The workload each site of `grid` should run (Deployments for a
+/// DeploymentGrid, StatefulSets for a StatefulSetGrid).
+///
+/// Each runs the site's template (a StatefulSet keeps its `serviceName`, so
+/// all sites share one headless Service) with `nodeSelector[gridUniqKey] =
+/// site`, is named `{grid}-{site}` under the workload's rule (see
+/// [`sitegrid_api::names`]), carries the grid labels and its site
+/// ([`SITE_LABEL`]), and is controlled by the grid. A site whose template is
+/// missing from the pool, or unreadable, gets an error; the others still
+/// render.
+pub fn render_workloads<G>(
+    grid: &G,
+    sites: &BTreeSet<SiteName>,
+) -> Result<SiteResults<G::Workload>, GridError>
 where
-    K: Resource<DynamicType = ()>,
-    S: GridTemplates<Spec = W::Spec>,
-    W: Workload,
+    G: WorkloadGrid,
+    G::Workload: Workload<Spec = G::Template>,
 {
+    let spec = grid.grid_spec();
+    let key = spec.grid_uniq_key();
     let grid_name = grid.meta().name.as_deref().ok_or(GridError::NotPersisted)?;
     check_grid_labels(grid_name, key)?;
-    units
+    sites
         .iter()
-        .map(|unit| {
-            let child = match spec.template_for(unit) {
-                Ok(template) => {
-                    let name = name::child_name(&format!("{grid_name}-{unit}"), W::NAME_RULE);
-                    let mut spec = template.clone();
-                    pin_to_site(W::pod_template(&mut spec), key, unit);
-                    let mut meta = child_meta(grid, name, key)?;
-                    meta.labels
-                        .get_or_insert_with(Default::default)
-                        .insert(NODE_UNIT_LABEL.to_owned(), unit.to_string());
-                    Ok(W::new(meta, spec))
-                }
+        .map(|site| {
+            let child = match spec.template_for(site) {
+                Ok(template) => Ok(render_site(grid, grid_name, key, site, template)?),
                 Err(TemplateError::Missing(template)) => Err(SiteError::UnknownTemplate {
-                    unit: unit.clone(),
+                    site: site.clone(),
                     template,
                 }),
                 Err(TemplateError::Unreadable { name, error }) => {
                     Err(SiteError::UnreadableTemplate {
-                        unit: unit.clone(),
+                        site: site.clone(),
                         template: name,
                         error,
                     })
                 }
             };
-            Ok((unit.clone(), child))
+            Ok((site.clone(), child))
         })
         .collect()
 }
 
-/// Pins a pod template to one site: `nodeSelector[key] = unit`, merged with
+/// The workload of `grid` in `site`, running `template`.
+fn render_site<G, W>(
+    grid: &G,
+    grid_name: &str,
+    key: &GridUniqKey,
+    site: &SiteName,
+    template: &W::Spec,
+) -> Result<W, GridError>
+where
+    G: Resource<DynamicType = ()>,
+    W: Workload,
+{
+    let name = names::site_child_name(grid_name, site.as_str(), W::NAME_RULE);
+    let mut spec = template.clone();
+    pin_to_site(W::pod_template(&mut spec), key, site);
+    let mut meta = child_meta(grid, name, key)?;
+    meta.labels
+        .get_or_insert_with(Default::default)
+        .insert(SITE_LABEL.to_owned(), site.to_string());
+    Ok(W::new(meta, spec))
+}
+
+/// Pins a pod template to one site: `nodeSelector[key] = site`, merged with
 /// the template's own node selector (the site wins on the same key).
-fn pin_to_site(template: &mut PodTemplateSpec, key: &GridUniqKey, unit: &NodeUnit) {
+fn pin_to_site(template: &mut PodTemplateSpec, key: &GridUniqKey, site: &SiteName) {
     template
         .spec
         .get_or_insert_with(Default::default)
         .node_selector
         .get_or_insert_with(Default::default)
-        .insert(key.to_string(), unit.to_string());
+        .insert(key.to_string(), site.to_string());
 }

@@ -1,10 +1,11 @@
 //! ServiceGrid → one Service shared by all sites.
 
 use k8s_openapi::api::core::v1::Service;
+use sitegrid_api::labels::TOPOLOGY_KEYS_ANNOTATION;
+use sitegrid_api::names;
+use sitegrid_api::ServiceGrid;
 
-use super::name::{child_name, NameRule};
-use super::{child_meta, GridError, TOPOLOGY_KEYS_ANNOTATION};
-use crate::ServiceGrid;
+use super::{child_meta, GridError};
 
 /// The Service `{grid}-svc` of `grid`.
 ///
@@ -17,7 +18,7 @@ pub fn render_service(grid: &ServiceGrid) -> Result<Service, GridError> {
         .name
         .as_deref()
         .ok_or(GridError::NotPersisted)?;
-    let name = child_name(&format!("{grid_name}-svc"), NameRule::ServiceLabel);
+    let name = names::service_name(grid_name);
     let key = &grid.spec.grid_uniq_key;
     let mut metadata = child_meta(grid, name, key)?;
     let mut annotations = grid.metadata.annotations.clone().unwrap_or_default();

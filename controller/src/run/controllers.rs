@@ -1,12 +1,14 @@
-//! The controllers themselves: a metadata-only reflector of nodes whose label
-//! fingerprint re-reconciles every grid when sites change, and one
-//! kube-runtime `Controller` per grid kind.
+//! The controllers themselves, wired together: a metadata-only reflector of
+//! nodes whose label fingerprint re-reconciles every grid when sites change,
+//! one kube-runtime `Controller` per grid kind (built alike, by
+//! [`GridControllers`]), the site-manager controller, and in a managed
+//! cluster the pull from the control cluster.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use futures::{future, Stream, StreamExt};
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{self, Controller};
@@ -15,111 +17,52 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource};
 use parking_lot::Mutex;
+use sitegrid_api::labels::GRID_SELECTOR_LABEL;
+use sitegrid_api::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::Options;
-use crate::fed::{self, control, control::Fleet};
+use crate::fed::{self, distribute, fleet::Fleet};
 use crate::health::Health;
-use crate::metrics::KindCensus;
-use crate::reconcile::{self, Context};
-use crate::render::GRID_SELECTOR_LABEL;
-use crate::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
+use crate::metrics::{KindCensus, Metrics};
+use crate::reconcile::{
+    error_policy, reconcile_service, reconcile_workload, Context, WorkloadGridKind,
+};
+use crate::shared::trigger::{on_change, TriggerBackoff};
+use crate::shared::{GridKind, FIELD_MANAGER};
 
 type NodeMeta = PartialObjectMeta<Node>;
 type NodeEvent = Result<watcher::Event<NodeMeta>, watcher::Error>;
 
-/// Reflects nodes, then runs the three controllers until `stop`.
+/// Reflects nodes, then runs the controllers until `stop`.
 pub(super) async fn run_controllers(
     client: Client,
     options: &Options,
-    ops: Arc<Health>,
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
+    health: Arc<Health>,
+    stop: impl Future<Output = ()> + Send + 'static,
 ) {
     let stop = future::FutureExt::shared(Box::pin(stop));
-    let (nodes, node_events) = node_reflector(client.clone());
-    let (node_task, site_rx) = watch_sites(nodes.clone(), node_events);
-    ops.set_not_ready("waiting for the node cache");
-    tokio::select! {
-        ready = nodes.wait_until_ready() => if ready.is_err() {
-            node_task.abort();
-            return;
-        },
-        () = stop.clone() => {
-            node_task.abort();
-            return;
-        }
-    }
-    ops.set_ready();
-    tracing::info!(
-        nodes = nodes.state().len(),
-        "node cache synced; reconciling"
-    );
-
+    let Some((nodes, node_task, site_rx)) = sync_nodes(&client, &health, stop.clone()).await else {
+        return;
+    };
     let (fleet, fleet_task) = Fleet::start(client.clone(), options.cluster_grace);
-    let ctx = Arc::new(Context {
+    let ctx = context(&client, options, &health, nodes, fleet.clone());
+    let grids = GridControllers {
         client: client.clone(),
-        nodes,
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: reconcile::FIELD_MANAGER.into(),
-                instance: options.election.as_ref().map(|e| e.identity.clone()),
-            },
-        ),
-        metrics: ops.metrics.clone(),
-        resync: options.resync,
-        reconciled: Mutex::new(HashMap::new()),
-        fleet: fleet.clone(),
-        failures: Mutex::new(HashMap::new()),
-    });
-    let config = controller::Config::default().concurrency(options.concurrency);
-    let owned = || watcher::Config::default().labels(GRID_SELECTOR_LABEL);
-    let sites_changed = || crate::sites::on_change(site_rx.clone());
-
-    let deployments = Controller::new(
-        Api::<DeploymentGrid>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .with_config(config.clone())
-    .trigger_backoff(super::TriggerBackoff::default())
-    .owns(Api::<Deployment>::all(client.clone()), owned())
-    .watches(
-        Api::<DeploymentGrid>::all(client.clone()),
-        control::copies_config(),
-        |copy| control::original_of(&copy),
-    )
-    .reconcile_all_on(sites_changed())
-    .reconcile_all_on(fleet.changes())
-    .graceful_shutdown_on(stop.clone());
-    let statefulsets = Controller::new(
-        Api::<StatefulSetGrid>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .with_config(config.clone())
-    .trigger_backoff(super::TriggerBackoff::default())
-    .owns(Api::<StatefulSet>::all(client.clone()), owned())
-    .watches(
-        Api::<StatefulSetGrid>::all(client.clone()),
-        control::copies_config(),
-        |copy| control::original_of(&copy),
-    )
-    .reconcile_all_on(sites_changed())
-    .reconcile_all_on(fleet.changes())
-    .graceful_shutdown_on(stop.clone());
-    let services = Controller::new(
-        Api::<ServiceGrid>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .with_config(config)
-    .trigger_backoff(super::TriggerBackoff::default())
-    .owns(Api::<Service>::all(client.clone()), owned())
-    .reconcile_all_on(fleet.changes())
-    .graceful_shutdown_on(stop.clone());
-
+        config: controller::Config::default().concurrency(options.concurrency),
+        fleet: &fleet,
+        site_rx: &site_rx,
+        stop: stop.clone(),
+    };
+    let (deployments, statefulsets) = (
+        grids.workload::<DeploymentGrid>(),
+        grids.workload::<StatefulSetGrid>(),
+    );
+    let services = grids.service();
     let stores = (deployments.store(), statefulsets.store(), services.store());
     let census_ctx = ctx.clone();
-    ops.metrics.set_census(move || {
+    health.metrics.set_census(move || {
         vec![
             census(&census_ctx, &stores.0, "Deployment"),
             census(&census_ctx, &stores.1, "StatefulSet"),
@@ -127,54 +70,157 @@ pub(super) async fn run_controllers(
         ]
     });
 
-    // The sites controller (NodeUnits and NodeGroups) shares the lease.
-    let sites = {
-        let site_options = options.sites;
-        let (client, metrics, stop) = (client.clone(), ops.metrics.clone(), stop.clone());
-        async move {
-            if let Some(site_options) = site_options {
-                crate::nodeunits::sync::run(client, site_options, metrics, stop).await;
-            }
-        }
-    };
-    // Managed-cluster mode: follows the control cluster named by the
-    // parent Secret, if there is one.
-    let managed = {
-        let (client, nodes, metrics, stop) = (
-            client.clone(),
-            ctx.nodes.clone(),
-            ops.metrics.clone(),
-            stop.clone(),
-        );
-        let (managed, site_rx) = (options.managed.clone(), site_rx.clone());
-        async move {
-            if let Some(managed) = managed {
-                fed::managed::run(client, managed, nodes, site_rx, metrics, stop).await;
-            }
-        }
-    };
+    let (metrics, nodes) = (health.metrics.clone(), ctx.nodes.clone());
+    let others = future::join(
+        site_manager(client.clone(), options, metrics.clone(), stop.clone()),
+        managed(client, options, nodes, site_rx.clone(), metrics, stop),
+    );
     future::join4(
-        future::join(sites, managed),
-        drain(deployments.run(
-            reconcile::reconcile_workload,
-            reconcile::error_policy,
-            ctx.clone(),
-        )),
-        drain(statefulsets.run(
-            reconcile::reconcile_workload,
-            reconcile::error_policy,
-            ctx.clone(),
-        )),
-        drain(services.run(
-            reconcile::reconcile_service,
-            reconcile::error_policy,
-            ctx.clone(),
-        )),
+        others,
+        drain(deployments.run(reconcile_workload, error_policy, ctx.clone())),
+        drain(statefulsets.run(reconcile_workload, error_policy, ctx.clone())),
+        drain(services.run(reconcile_service, error_policy, ctx)),
     )
     .await;
     node_task.abort();
     fleet_task.abort();
     tracing::info!("controllers stopped");
+}
+
+/// Starts the node reflector and waits for its first list (not ready until
+/// then): the nodes, the task feeding them, and their label fingerprint.
+/// `None` when `stop` came first or the watch ended.
+async fn sync_nodes(
+    client: &Client,
+    health: &Health,
+    stop: impl Future<Output = ()>,
+) -> Option<(Store<NodeMeta>, JoinHandle<()>, watch::Receiver<u64>)> {
+    let (nodes, node_events) = node_reflector(client.clone());
+    let (node_task, site_rx) = watch_sites(nodes.clone(), node_events);
+    health.set_not_ready("waiting for the node cache");
+    tokio::select! {
+        ready = nodes.wait_until_ready() => if ready.is_err() {
+            node_task.abort();
+            return None;
+        },
+        () = stop => {
+            node_task.abort();
+            return None;
+        }
+    }
+    health.set_ready();
+    tracing::info!(
+        nodes = nodes.state().len(),
+        "node cache synced; reconciling"
+    );
+    Some((nodes, node_task, site_rx))
+}
+
+/// What every grid reconcile shares.
+fn context(
+    client: &Client,
+    options: &Options,
+    health: &Health,
+    nodes: Store<NodeMeta>,
+    fleet: Arc<Fleet>,
+) -> Arc<Context> {
+    let reporter = Reporter {
+        controller: FIELD_MANAGER.into(),
+        instance: options.election.as_ref().map(|e| e.identity.clone()),
+    };
+    Arc::new(Context {
+        client: client.clone(),
+        nodes,
+        recorder: Recorder::new(client.clone(), reporter),
+        metrics: health.metrics.clone(),
+        resync: options.resync,
+        reconciled_versions: Mutex::new(HashMap::new()),
+        fleet,
+        failure_counts: Mutex::new(HashMap::new()),
+    })
+}
+
+/// What every grid kind's `Controller` is built from.
+struct GridControllers<'a, S> {
+    client: Client,
+    config: controller::Config,
+    fleet: &'a Fleet,
+    /// The nodes' label fingerprint: it changes when sites may have.
+    site_rx: &'a watch::Receiver<u64>,
+    stop: S,
+}
+
+impl<S: Future<Output = ()> + Clone + Send + Sync + 'static> GridControllers<'_, S> {
+    /// The controller of a workload grid kind: also woken by the grid's
+    /// copies in the dedicated namespaces (they carry the managed clusters'
+    /// reports) and by sites coming and going.
+    fn workload<G: WorkloadGridKind>(&self) -> Controller<G> {
+        self.controller::<G, G::Child>(|controller| {
+            controller
+                .watches(
+                    Api::<G>::all(self.client.clone()),
+                    distribute::copies_config(),
+                    |copy| distribute::original_of(&copy),
+                )
+                .reconcile_all_on(on_change(self.site_rx.clone()))
+        })
+    }
+
+    /// The ServiceGrid controller: one Service whatever the sites, and no
+    /// per-site state to gather from copies.
+    fn service(&self) -> Controller<ServiceGrid> {
+        self.controller::<ServiceGrid, Service>(|controller| controller)
+    }
+
+    /// A controller of grid kind `K` owning its children of kind `C`
+    /// (watched by label, so unrelated objects are never cached), with the
+    /// triggers `wake` adds, woken when the managed clusters change, and
+    /// stopped by `stop` after the reconciles in flight.
+    fn controller<K: GridKind, C: GridKind>(
+        &self,
+        wake: impl FnOnce(Controller<K>) -> Controller<K>,
+    ) -> Controller<K> {
+        let owned = watcher::Config::default().labels(GRID_SELECTOR_LABEL);
+        let controller = Controller::new(
+            Api::<K>::all(self.client.clone()),
+            watcher::Config::default(),
+        )
+        .with_config(self.config.clone())
+        // Before `owns`: the backoff is the one of the watches added after it.
+        .trigger_backoff(TriggerBackoff::default())
+        .owns(Api::<C>::all(self.client.clone()), owned);
+        wake(controller)
+            .reconcile_all_on(self.fleet.changes())
+            .graceful_shutdown_on(self.stop.clone())
+    }
+}
+
+/// The site-manager controller (NodeUnits and NodeGroups), unless turned
+/// off; it runs under the same lease.
+async fn site_manager(
+    client: Client,
+    options: &Options,
+    metrics: Arc<Metrics>,
+    stop: impl Future<Output = ()>,
+) {
+    if let Some(site_options) = options.site_manager {
+        crate::site_manager::sync::run(client, site_options, metrics, stop).await;
+    }
+}
+
+/// Managed-cluster mode: follows the control cluster named by the parent
+/// Secret, if there is one.
+async fn managed(
+    client: Client,
+    options: &Options,
+    nodes: Store<NodeMeta>,
+    site_rx: watch::Receiver<u64>,
+    metrics: Arc<Metrics>,
+    stop: impl Future<Output = ()> + Send + Clone + 'static,
+) {
+    if let Some(managed) = options.managed.clone() {
+        fed::managed::run(client, managed, nodes, site_rx, metrics, stop).await;
+    }
 }
 
 /// Feeds the node reflector and publishes the nodes' label fingerprint each
@@ -193,7 +239,7 @@ fn watch_sites(
                 continue;
             }
             let state = nodes.state();
-            let fingerprint = crate::sites::label_fingerprint(state.iter().map(|n| {
+            let fingerprint = crate::grid_sites::label_fingerprint(state.iter().map(|n| {
                 (
                     n.metadata.name.as_deref().unwrap_or_default(),
                     n.metadata.labels.as_ref(),
@@ -229,7 +275,7 @@ fn census<K: Resource<DynamicType = ()> + Clone>(
     store: &Store<K>,
     child_kind: &'static str,
 ) -> KindCensus {
-    let reconciled = ctx.reconciled.lock();
+    let reconciled = ctx.reconciled_versions.lock();
     let grids = store
         .state()
         .iter()

@@ -3,57 +3,19 @@
 
 mod controllers;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
+use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseParams};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::health::Health;
-use crate::reconcile;
+use crate::shared::FIELD_MANAGER;
 use controllers::run_controllers;
-
-/// How long a controller waits before watching again after a watch failed:
-/// 0.5 s doubling to 5 s, back to 0.5 s after anything arrives.
-///
-/// kube-runtime's default (client-go's: 0.8 s doubling to 30 s, reset only
-/// after 2 min without errors) is shared by all the watches of one
-/// controller, so after an API server outage each failing watch pushed the
-/// next attempt further: a change made a minute and a half after the API
-/// server was back had not arrived yet. Five seconds between attempts of a
-/// handful of watches is nothing for an API server.
-#[derive(Clone, Debug)]
-pub struct TriggerBackoff {
-    next: Duration,
-}
-
-impl TriggerBackoff {
-    const FIRST: Duration = Duration::from_millis(500);
-    const MAX: Duration = Duration::from_secs(5);
-}
-
-impl Default for TriggerBackoff {
-    fn default() -> Self {
-        Self { next: Self::FIRST }
-    }
-}
-
-impl Iterator for TriggerBackoff {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        let wait = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
-        Some(wait)
-    }
-}
-
-impl kube::runtime::utils::Backoff for TriggerBackoff {
-    fn reset(&mut self) {
-        self.next = Self::FIRST;
-    }
-}
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -64,8 +26,8 @@ pub struct Options {
     pub concurrency: u16,
     /// Leader election, or `None` to run unconditionally.
     pub election: Option<Election>,
-    /// The sites controller (NodeUnits and NodeGroups), or `None` (`--sites=false`).
-    pub sites: Option<crate::nodeunits::sync::SiteOptions>,
+    /// The site-manager controller (NodeUnits and NodeGroups), or `None` (`--sites=false`).
+    pub site_manager: Option<crate::site_manager::SiteManagerOptions>,
     /// Managed-cluster mode (`--parent-secret`), or `None`.
     pub managed: Option<crate::fed::managed::ManagedOptions>,
     /// Control-cluster mode: when a managed cluster counts as unreachable.
@@ -110,58 +72,25 @@ pub enum RunError {
 pub async fn run(
     client: Client,
     options: Options,
-    ops: Arc<Health>,
+    health: Arc<Health>,
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
     let stopped = || shutdown.clone().cancelled_owned();
 
     let Some(election) = options.election.clone() else {
-        ops.metrics.set_leader(true);
-        run_controllers(client, &options, ops, stopped()).await;
+        health.metrics.set_leader(true);
+        run_controllers(client, &options, health, stopped()).await;
         return Ok(());
     };
 
     let lease_name = format!("{}/{}", election.namespace, election.name);
-    let to_error = |source| RunError::Election {
-        namespace: election.namespace.clone(),
-        name: election.name.clone(),
-        source,
-    };
-    let secs = |d: Duration| d.as_secs().max(1);
-    // The API server may not answer yet (or RBAC may not allow the Lease):
-    // keep trying, alive but not ready, rather than exit.
     let mut stop = std::pin::pin!(stopped());
-    let mut delay = Duration::from_secs(1);
-    let manager = loop {
-        let built = LeaseManagerBuilder::new(client.clone(), &election.name)
-            .with_namespace(&election.namespace)
-            .with_parameters(
-                LeaseParams::new(
-                    &election.identity,
-                    secs(election.lease_duration),
-                    secs(election.renew_margin),
-                )
-                .with_field_manager(format!("{}-lease", reconcile::FIELD_MANAGER)),
-            )
-            .build();
-        let err = tokio::select! {
-            built = built => match built {
-                Ok(manager) => break manager,
-                Err(err) => to_error(err),
-            },
-            () = &mut stop => return Ok(()),
-        };
-        tracing::warn!(%err, retry_in = ?delay, "cannot use the leader lease yet");
-        ops.set_not_ready(&err.to_string());
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            () = &mut stop => return Ok(()),
-        }
-        delay = (delay * 2).min(Duration::from_secs(30));
+    let Some(manager) = lease_manager(&client, &election, &health, stop.as_mut()).await else {
+        return Ok(());
     };
     let (mut leading, lease_task) = manager.watch().await;
     // A standby replica is healthy and ready: it is doing what it should.
-    ops.set_ready();
+    health.set_ready();
     tracing::info!(lease = %lease_name, identity = %election.identity, "waiting for the leader lease");
 
     loop {
@@ -180,21 +109,13 @@ pub async fn run(
         }
     }
     tracing::info!(lease = %lease_name, identity = %election.identity, "became the leader");
-    ops.metrics.set_leader(true);
+    health.metrics.set_leader(true);
 
-    let mut watch_lease = leading.clone();
-    let lost = async move {
-        loop {
-            if watch_lease.changed().await.is_err() || !*watch_lease.borrow_and_update() {
-                return;
-            }
-        }
-    };
     let outcome = tokio::select! {
-        () = run_controllers(client, &options, ops.clone(), stopped()) => Ok(()),
-        () = lost => Err(RunError::LostLease(lease_name)),
+        () = run_controllers(client, &options, health.clone(), stopped()) => Ok(()),
+        () = lost(leading.clone()) => Err(RunError::LostLease(lease_name)),
     };
-    ops.metrics.set_leader(false);
+    health.metrics.set_leader(false);
     // Dropping the receivers makes the lease task release the lease, so a
     // standby takes over at once rather than after the lease expires.
     drop(leading);
@@ -206,22 +127,57 @@ pub async fn run(
     outcome
 }
 
-#[cfg(test)]
-mod tests {
-    use kube::runtime::utils::Backoff;
+/// The manager of the leader Lease. The API server may not answer yet (or
+/// RBAC may not allow the Lease): keeps trying, alive but not ready, rather
+/// than exit. `None` once `stop` resolves.
+async fn lease_manager(
+    client: &Client,
+    election: &Election,
+    health: &Health,
+    mut stop: Pin<&mut impl Future<Output = ()>>,
+) -> Option<LeaseManager> {
+    let secs = |d: Duration| d.as_secs().max(1);
+    let mut delay = Duration::from_secs(1);
+    loop {
+        let built = LeaseManagerBuilder::new(client.clone(), &election.name)
+            .with_namespace(&election.namespace)
+            .with_parameters(
+                LeaseParams::new(
+                    &election.identity,
+                    secs(election.lease_duration),
+                    secs(election.renew_margin),
+                )
+                .with_field_manager(format!("{FIELD_MANAGER}-lease")),
+            )
+            .build();
+        let source = tokio::select! {
+            built = built => match built {
+                Ok(manager) => return Some(manager),
+                Err(err) => err,
+            },
+            () = stop.as_mut() => return None,
+        };
+        let err = RunError::Election {
+            namespace: election.namespace.clone(),
+            name: election.name.clone(),
+            source,
+        };
+        tracing::warn!(%err, retry_in = ?delay, "cannot use the leader lease yet");
+        health.set_not_ready(&err.to_string());
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = stop.as_mut() => return None,
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+}
 
-    use super::*;
-
-    #[test]
-    fn watches_are_retried_within_five_seconds_and_quickly_after_a_success() {
-        let mut backoff = TriggerBackoff::default();
-        let waits: Vec<u64> = backoff
-            .by_ref()
-            .take(6)
-            .map(|d| d.as_millis() as u64)
-            .collect();
-        assert_eq!(waits, [500, 1000, 2000, 4000, 5000, 5000]);
-        backoff.reset();
-        assert_eq!(backoff.next(), Some(Duration::from_millis(500)));
+/// Resolves when this replica stops leading (the lease task ended, or
+/// another replica holds the lease).
+async fn lost(mut leading: watch::Receiver<bool>) {
+    loop {
+        if leading.changed().await.is_err() || !*leading.borrow_and_update() {
+            return;
+        }
     }
 }

@@ -8,8 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
-
-use crate::api::keys::NodeUnit;
+use sitegrid_api::keys::SiteName;
 
 pub mod budget;
 
@@ -31,7 +30,7 @@ pub struct Failure {
 
 /// Reasons a site fails.
 pub mod reason {
-    /// `templates[unit]` / `defaultTemplateName` names no `templatePool` entry.
+    /// `templates[site]` / `defaultTemplateName` names no `templatePool` entry.
     pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
     /// The API server refused the site's object.
     pub const APPLY_FAILED: &str = "ApplyFailed";
@@ -53,26 +52,26 @@ pub mod reason {
 ///
 /// `children` holds the live status of each site's workload (sites that have
 /// one), `ready` the sites whose workload has all replicas available,
-/// `failures` the sites that could not be reconciled. `states[unit]` is the
+/// `failures` the sites that could not be reconciled. `states[site]` is the
 /// workload's status plus, for a failed site, a `SiteReconciled=False`
 /// condition.
 pub fn workload_status(
-    children: &BTreeMap<NodeUnit, Value>,
-    ready: &BTreeSet<NodeUnit>,
-    failures: &BTreeMap<NodeUnit, Failure>,
+    children: &BTreeMap<SiteName, Value>,
+    ready: &BTreeSet<SiteName>,
+    failures: &BTreeMap<SiteName, Failure>,
     previous: Option<&Value>,
     now: &str,
 ) -> Value {
-    let units: BTreeSet<&NodeUnit> = children.keys().chain(failures.keys()).collect();
+    let sites: BTreeSet<&SiteName> = children.keys().chain(failures.keys()).collect();
     let mut states = Map::new();
-    for unit in units {
-        let mut state = match children.get(unit) {
+    for site in sites {
+        let mut state = match children.get(site) {
             Some(Value::Object(map)) => map.clone(),
             _ => Map::new(),
         };
-        if let Some(failure) = failures.get(unit) {
+        if let Some(failure) = failures.get(site) {
             let previous = previous
-                .and_then(|p| p.pointer(&format!("/states/{}", escape(unit.as_str()))))
+                .and_then(|p| p.pointer(&format!("/states/{}", escape(site.as_str()))))
                 .and_then(|s| find_condition(s, SITE_CONDITION));
             let since = transition_time(previous, "False", failure.reason, now);
             let condition = json!({
@@ -93,7 +92,7 @@ pub fn workload_status(
                 list.push(condition);
             }
         }
-        states.insert(unit.to_string(), Value::Object(state));
+        states.insert(site.to_string(), Value::Object(state));
     }
     let mut status = Map::new();
     if !states.is_empty() {
@@ -197,14 +196,14 @@ pub fn grid_condition_is_new(
 /// ones that deserve a Warning event (repeating it every resync would only
 /// add API writes).
 pub fn new_failures<'a>(
-    failures: &'a BTreeMap<NodeUnit, Failure>,
+    failures: &'a BTreeMap<SiteName, Failure>,
     previous: Option<&Value>,
-) -> Vec<(&'a NodeUnit, &'a Failure)> {
+) -> Vec<(&'a SiteName, &'a Failure)> {
     failures
         .iter()
-        .filter(|(unit, failure)| {
+        .filter(|(site, failure)| {
             let before = previous
-                .and_then(|p| p.pointer(&format!("/states/{}", escape(unit.as_str()))))
+                .and_then(|p| p.pointer(&format!("/states/{}", escape(site.as_str()))))
                 .and_then(|s| find_condition(s, SITE_CONDITION));
             !same_condition(before, "False", failure.reason)
         })
@@ -252,8 +251,8 @@ fn escape(token: &str) -> String {
 mod tests {
     use super::*;
 
-    fn unit(s: &str) -> NodeUnit {
-        NodeUnit::from(s)
+    fn site(s: &str) -> SiteName {
+        SiteName::from(s)
     }
 
     fn missing(site: &str) -> Failure {
@@ -267,15 +266,15 @@ mod tests {
     fn states_copy_each_sites_workload_status_and_count_sites() {
         let children = BTreeMap::from([
             (
-                unit("beijing"),
+                site("beijing"),
                 json!({"replicas": 2, "readyReplicas": 2, "availableReplicas": 2}),
             ),
             (
-                unit("guangzhou"),
+                site("guangzhou"),
                 json!({"replicas": 2, "readyReplicas": 1}),
             ),
         ]);
-        let ready = BTreeSet::from([unit("beijing")]);
+        let ready = BTreeSet::from([site("beijing")]);
         let status = workload_status(&children, &ready, &BTreeMap::new(), None, "T1");
         assert_eq!(status["states"]["beijing"]["availableReplicas"], 2);
         assert_eq!(status["states"]["guangzhou"]["readyReplicas"], 1);
@@ -285,8 +284,8 @@ mod tests {
 
     #[test]
     fn a_failed_site_gets_a_condition_whose_time_survives_resyncs() {
-        let children = BTreeMap::from([(unit("beijing"), json!({"replicas": 1}))]);
-        let failures = BTreeMap::from([(unit("guangzhou"), missing("guangzhou"))]);
+        let children = BTreeMap::from([(site("beijing"), json!({"replicas": 1}))]);
+        let failures = BTreeMap::from([(site("guangzhou"), missing("guangzhou"))]);
         let first = workload_status(&children, &BTreeSet::new(), &failures, None, "T1");
         let cond = &first["states"]["guangzhou"]["conditions"][0];
         assert_eq!(cond["type"], SITE_CONDITION);
@@ -304,8 +303,8 @@ mod tests {
     #[test]
     fn a_failed_sites_state_survives_the_round_trip_through_both_status_types() {
         use k8s_openapi::api::apps::v1::{DeploymentStatus, StatefulSetStatus};
-        let children = BTreeMap::from([(unit("beijing"), json!({"replicas": 1}))]);
-        let failures = BTreeMap::from([(unit("beijing"), missing("beijing"))]);
+        let children = BTreeMap::from([(site("beijing"), json!({"replicas": 1}))]);
+        let failures = BTreeMap::from([(site("beijing"), missing("beijing"))]);
         let status = workload_status(
             &children,
             &BTreeSet::new(),
@@ -323,10 +322,10 @@ mod tests {
     #[test]
     fn a_failure_on_a_live_site_keeps_its_workload_conditions() {
         let children = BTreeMap::from([(
-            unit("beijing"),
+            site("beijing"),
             json!({"replicas": 1, "conditions": [{"type": "Available", "status": "True"}]}),
         )]);
-        let failures = BTreeMap::from([(unit("beijing"), missing("beijing"))]);
+        let failures = BTreeMap::from([(site("beijing"), missing("beijing"))]);
         let status = workload_status(&children, &BTreeSet::new(), &failures, None, "T1");
         let types: Vec<_> = status["states"]["beijing"]["conditions"]
             .as_array()

@@ -13,10 +13,10 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{reflector, watcher};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use sitegrid_controller::fed::control::Fleet;
+use sitegrid_api::{DeploymentGrid, ServiceGrid};
+use sitegrid_controller::fed::fleet::Fleet;
 use sitegrid_controller::metrics::Metrics;
 use sitegrid_controller::reconcile::{reconcile_service, reconcile_workload, Context};
-use sitegrid_controller::{DeploymentGrid, ServiceGrid};
 
 use crate::apiserver::FakeApi;
 
@@ -49,9 +49,9 @@ fn context(api: &FakeApi, sites: impl IntoIterator<Item = String>) -> Arc<Contex
         ),
         metrics: Arc::new(Metrics::register(&mut registry)),
         resync: RESYNC,
-        reconciled: Mutex::new(HashMap::new()),
+        reconciled_versions: Mutex::new(HashMap::new()),
         fleet,
-        failures: Mutex::new(HashMap::new()),
+        failure_counts: Mutex::new(HashMap::new()),
     })
 }
 

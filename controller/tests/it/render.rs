@@ -4,10 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
-use sitegrid_controller::render::{
-    render_deployments, render_service, render_statefulsets, GridError, SiteError,
-};
-use sitegrid_controller::{DeploymentGrid, NodeUnit, ServiceGrid, StatefulSetGrid, TemplateName};
+use sitegrid_api::{DeploymentGrid, ServiceGrid, SiteName, StatefulSetGrid, TemplateName};
+use sitegrid_controller::render::{render_service, render_workloads, GridError, SiteError};
 
 const UID: &str = "6f1c1a5e-0000-4000-8000-000000000001";
 
@@ -18,8 +16,8 @@ fn persisted<K: Resource + serde::de::DeserializeOwned>(fixture: &str) -> K {
     grid
 }
 
-fn units(names: &[&str]) -> BTreeSet<NodeUnit> {
-    names.iter().map(|n| NodeUnit::from(*n)).collect()
+fn sites(names: &[&str]) -> BTreeSet<SiteName> {
+    names.iter().map(|n| SiteName::from(*n)).collect()
 }
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -43,20 +41,20 @@ fn owner(kind: &str, name: &str) -> OwnerReference {
 #[test]
 fn seed_deployment_grid_gives_one_deployment_per_site() {
     let grid: DeploymentGrid = persisted("seed000-04-deploymentgrid.yaml");
-    let out = render_deployments(&grid, &units(&["beijing", "guangzhou"])).unwrap();
+    let out = render_workloads(&grid, &sites(&["beijing", "guangzhou"])).unwrap();
     assert_eq!(out.len(), 2);
-    for (unit, deployment) in out {
+    for (site, deployment) in out {
         let deployment = deployment.unwrap();
         let meta = &deployment.metadata;
         assert_eq!(
             meta.name.as_deref(),
-            Some(format!("deploymentgrid-demo-{unit}").as_str())
+            Some(format!("deploymentgrid-demo-{site}").as_str())
         );
         assert_eq!(meta.namespace.as_deref(), Some("default"));
         let expected_labels = labels(&[
             ("superedge.io/grid-selector", "deploymentgrid-demo"),
             ("superedge.io/grid-uniq-key", "location"),
-            ("sitegrid.io/node-unit", unit.as_str()),
+            ("sitegrid.io/node-unit", site.as_str()),
         ]);
         assert_eq!(meta.labels.as_ref(), Some(&expected_labels));
         assert_eq!(
@@ -67,7 +65,7 @@ fn seed_deployment_grid_gives_one_deployment_per_site() {
         // The template, unchanged except for the site's node selector.
         let mut expected = grid.spec.template.clone();
         expected.template.spec.as_mut().unwrap().node_selector =
-            Some(labels(&[("location", unit.as_str())]));
+            Some(labels(&[("location", site.as_str())]));
         assert_eq!(deployment.spec, Some(expected));
         assert_eq!(deployment.status, None);
     }
@@ -76,7 +74,7 @@ fn seed_deployment_grid_gives_one_deployment_per_site() {
 #[test]
 fn no_sites_no_deployments() {
     let grid: DeploymentGrid = persisted("seed000-04-deploymentgrid.yaml");
-    assert!(render_deployments(&grid, &BTreeSet::new())
+    assert!(render_workloads(&grid, &BTreeSet::new())
         .unwrap()
         .is_empty());
 }
@@ -86,8 +84,8 @@ fn the_site_selector_merges_with_the_templates_own() {
     let mut grid: DeploymentGrid = persisted("seed000-04-deploymentgrid.yaml");
     let pod = grid.spec.template.template.spec.as_mut().unwrap();
     pod.node_selector = Some(labels(&[("disk", "ssd"), ("location", "elsewhere")]));
-    let out = render_deployments(&grid, &units(&["beijing"])).unwrap();
-    let spec = out[&NodeUnit::from("beijing")]
+    let out = render_workloads(&grid, &sites(&["beijing"])).unwrap();
+    let spec = out[&SiteName::from("beijing")]
         .as_ref()
         .unwrap()
         .spec
@@ -110,8 +108,8 @@ fn grid_labels_are_carried_and_grid_labels_win() {
             "superedge.io/grid-selector".to_owned(),
             "spoofed".to_owned(),
         );
-    let out = render_deployments(&grid, &units(&["zone1"])).unwrap();
-    let meta = &out[&NodeUnit::from("zone1")].as_ref().unwrap().metadata;
+    let out = render_workloads(&grid, &sites(&["zone1"])).unwrap();
+    let meta = &out[&SiteName::from("zone1")].as_ref().unwrap().metadata;
     let expected = labels(&[
         ("superedge.io/fed", "yes"),
         ("superedge.io/grid-selector", "deploymentgrid-demo"),
@@ -124,9 +122,9 @@ fn grid_labels_are_carried_and_grid_labels_win() {
 /// (replicas, image) of a rendered site.
 fn replicas_and_image(
     out: &sitegrid_controller::render::SiteResults<k8s_openapi::api::apps::v1::Deployment>,
-    unit: &str,
+    site: &str,
 ) -> (i32, String) {
-    let spec = out[&NodeUnit::from(unit)]
+    let spec = out[&SiteName::from(site)]
         .as_ref()
         .unwrap()
         .spec
@@ -143,7 +141,7 @@ fn replicas_and_image(
 fn canary_sites_run_their_pool_template() {
     // templates: zone1 → test1, zone2 → test2; defaultTemplateName: test1.
     let grid: DeploymentGrid = persisted("seed000-09-deploymentgrid.yaml");
-    let out = render_deployments(&grid, &units(&["zone1", "zone2", "zone3"])).unwrap();
+    let out = render_workloads(&grid, &sites(&["zone1", "zone2", "zone3"])).unwrap();
     assert_eq!(
         replicas_and_image(&out, "zone1"),
         (2, "superedge/echoserver:2.2".to_owned())
@@ -163,7 +161,7 @@ fn canary_sites_run_their_pool_template() {
 fn default_template_name_default_means_spec_template() {
     let mut grid: DeploymentGrid = persisted("seed000-09-deploymentgrid.yaml");
     grid.spec.default_template_name = Some(TemplateName::from("default"));
-    let out = render_deployments(&grid, &units(&["zone3"])).unwrap();
+    let out = render_workloads(&grid, &sites(&["zone3"])).unwrap();
     assert_eq!(
         replicas_and_image(&out, "zone3"),
         (1, "superedge/echoserver:2.2".to_owned())
@@ -171,8 +169,8 @@ fn default_template_name_default_means_spec_template() {
     // A site may ask for it by name, too.
     grid.spec
         .templates
-        .insert(NodeUnit::from("zone2"), TemplateName::from("default"));
-    let out = render_deployments(&grid, &units(&["zone2"])).unwrap();
+        .insert(SiteName::from("zone2"), TemplateName::from("default"));
+    let out = render_workloads(&grid, &sites(&["zone2"])).unwrap();
     assert_eq!(replicas_and_image(&out, "zone2").0, 1);
 }
 
@@ -181,12 +179,12 @@ fn a_missing_pool_entry_fails_only_its_site() {
     let mut grid: DeploymentGrid = persisted("seed000-09-deploymentgrid.yaml");
     grid.spec
         .templates
-        .insert(NodeUnit::from("zone1"), TemplateName::from("test9"));
-    let out = render_deployments(&grid, &units(&["zone1", "zone2"])).unwrap();
+        .insert(SiteName::from("zone1"), TemplateName::from("test9"));
+    let out = render_workloads(&grid, &sites(&["zone1", "zone2"])).unwrap();
     assert_eq!(
-        out[&NodeUnit::from("zone1")],
+        out[&SiteName::from("zone1")],
         Err(SiteError::UnknownTemplate {
-            unit: NodeUnit::from("zone1"),
+            site: SiteName::from("zone1"),
             template: TemplateName::from("test9"),
         })
     );
@@ -195,13 +193,13 @@ fn a_missing_pool_entry_fails_only_its_site() {
 
 #[test]
 fn unused_templates_are_those_no_site_and_no_default_names() {
-    use sitegrid_controller::api::GridTemplates;
+    use sitegrid_api::WorkloadGridSpec;
     let mut grid: DeploymentGrid = persisted("seed000-09-deploymentgrid.yaml");
     // test1 is the default, test2 is zone2's: nothing unused.
     assert!(grid.spec.unused_templates().is_empty());
     grid.spec
         .templates
-        .insert(NodeUnit::from("zone2"), TemplateName::from("test1"));
+        .insert(SiteName::from("zone2"), TemplateName::from("test1"));
     assert_eq!(grid.spec.unused_templates(), [TemplateName::from("test2")]);
     grid.spec.default_template_name = None;
     grid.spec.templates.clear();
@@ -214,8 +212,8 @@ fn unused_templates_are_those_no_site_and_no_default_names() {
 #[test]
 fn a_site_value_that_is_no_valid_name_gets_a_hash_suffix() {
     let grid: DeploymentGrid = persisted("seed000-04-deploymentgrid.yaml");
-    let out = render_deployments(&grid, &units(&["Bei_Jing"])).unwrap();
-    let deployment = out[&NodeUnit::from("Bei_Jing")].as_ref().unwrap();
+    let out = render_workloads(&grid, &sites(&["Bei_Jing"])).unwrap();
+    let deployment = out[&SiteName::from("Bei_Jing")].as_ref().unwrap();
     assert_eq!(
         deployment.metadata.name.as_deref(),
         Some("deploymentgrid-demo-bei-jing-240db8b6")
@@ -236,7 +234,7 @@ fn a_site_value_that_is_no_valid_name_gets_a_hash_suffix() {
 fn grids_not_read_from_the_api_server_do_not_render() {
     let grid: DeploymentGrid = crate::common::load("seed000-04-deploymentgrid.yaml");
     assert_eq!(
-        render_deployments(&grid, &units(&["beijing"])),
+        render_workloads(&grid, &sites(&["beijing"])),
         Err(GridError::NotPersisted)
     );
     let sg: ServiceGrid = crate::common::load("seed000-05-servicegrid.yaml");
@@ -246,7 +244,7 @@ fn grids_not_read_from_the_api_server_do_not_render() {
 #[test]
 fn statefulsets_keep_the_shared_headless_service() {
     let grid: StatefulSetGrid = persisted("seed001-06-statefulsetgrid.yaml");
-    let out = render_statefulsets(&grid, &units(&["zone-0", "zone-1"])).unwrap();
+    let out = render_workloads(&grid, &sites(&["zone-0", "zone-1"])).unwrap();
     let names: Vec<_> = out
         .values()
         .map(|s| s.as_ref().unwrap().metadata.name.clone().unwrap())
@@ -255,17 +253,17 @@ fn statefulsets_keep_the_shared_headless_service() {
         names,
         ["statefulsetgrid-demo-zone-0", "statefulsetgrid-demo-zone-1"]
     );
-    for (unit, sts) in &out {
+    for (site, sts) in &out {
         let sts = sts.as_ref().unwrap();
         let spec = sts.spec.as_ref().unwrap();
         assert_eq!(spec.service_name.as_deref(), Some("servicegrid-demo-svc"));
         assert_eq!(spec.replicas, Some(3));
         let pod = spec.template.spec.as_ref().unwrap();
-        assert_eq!(pod.node_selector, Some(labels(&[("zone", unit.as_str())])));
+        assert_eq!(pod.node_selector, Some(labels(&[("zone", site.as_str())])));
         // The site label is on the StatefulSet only: the pod template is the
         // grid's, so labelling an existing StatefulSet restarts no pod.
         let sts_labels = sts.metadata.labels.as_ref().unwrap();
-        assert_eq!(sts_labels["sitegrid.io/node-unit"], unit.as_str());
+        assert_eq!(sts_labels["sitegrid.io/node-unit"], site.as_str());
         assert_eq!(spec.template.metadata, grid.spec.template.template.metadata);
         assert_eq!(
             sts.metadata.owner_references,
@@ -278,8 +276,8 @@ fn statefulsets_keep_the_shared_headless_service() {
 fn statefulset_names_leave_room_for_the_revision_hash() {
     let mut grid: StatefulSetGrid = persisted("seed001-06-statefulsetgrid.yaml");
     grid.metadata.name = Some("statefulsetgrid-with-a-rather-long-name-for-a-demo".to_owned());
-    let out = render_statefulsets(&grid, &units(&["guangzhou"])).unwrap();
-    let name = out[&NodeUnit::from("guangzhou")]
+    let out = render_workloads(&grid, &sites(&["guangzhou"])).unwrap();
+    let name = out[&SiteName::from("guangzhou")]
         .as_ref()
         .unwrap()
         .metadata

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
-use sitegrid_controller::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
+use sitegrid_api::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
 
 /// The spec keys a user wrote, and the spec keys the type writes back.
 fn spec_keys(value: &Value) -> Vec<String> {

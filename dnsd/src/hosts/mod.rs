@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
-use sitegrid_controller::render::name::{child_name, NameRule};
-use sitegrid_controller::{ServiceGrid, StatefulSetGrid};
+use sitegrid_api::names;
+use sitegrid_api::{ServiceGrid, StatefulSetGrid};
 
 use crate::domain::{fits_dns, ClusterDomain};
 use crate::site::{self, LocalSet};
@@ -154,7 +154,7 @@ fn headless(
     if template.cluster_ip.as_deref() != Some("None") || selector.is_empty() {
         return;
     }
-    let service = child_name(&format!("{grid_name}-svc"), NameRule::ServiceLabel);
+    let service = names::service_name(grid_name);
     let publish_not_ready = template.publish_not_ready_addresses == Some(true);
     let mut ips = BTreeSet::new();
     for set in sets

@@ -23,7 +23,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PartialObjectMeta};
 use kube::Client;
-use sitegrid_controller::{ServiceGrid, StatefulSetGrid};
+use sitegrid_api::{ServiceGrid, StatefulSetGrid};
 use tokio::sync::Notify;
 
 pub use follow::{Followed, Query};

@@ -1,16 +1,14 @@
 //! The world of the integration tests: the in-memory API server holding the
 //! two-site world plus the seeds' grids, and the waits and tools they share.
 
-use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::StatefulSet;
 use serde_json::{json, Value};
-use sitegrid_controller::render::render_statefulsets;
-use sitegrid_controller::{NodeUnit, StatefulSetGrid};
+use sitegrid_api::labels::{GRID_SELECTOR_LABEL, GRID_UNIQ_KEY_LABEL, SITE_LABEL};
+use sitegrid_api::names::{site_child_name, NameRule};
 use sitegrid_fakeapi::{ApiServer, ApiServerConfig, ServerHandle};
 
 /// Generous bound on anything a test waits for, so a bug fails instead of hanging.
@@ -146,29 +144,29 @@ impl Cluster {
         cluster
     }
 
-    /// The StatefulSet the controller makes for the seed grid in `unit` (created if absent).
+    /// The StatefulSet the controller makes for the seed grid in `unit`
+    /// (created if absent): the grid's template pinned to the site, named,
+    /// labelled and owned as the controller does it.
     pub fn statefulset(&self, unit: &str) -> Value {
-        let grid: StatefulSetGrid = serde_json::from_value(
-            self.server
-                .get("statefulsetgrids", Some("default"), "statefulsetgrid-demo")
-                .unwrap(),
-        )
-        .unwrap();
-        let units = BTreeSet::from([NodeUnit::from(unit)]);
-        let sts: StatefulSet = render_statefulsets(&grid, &units)
-            .unwrap()
-            .remove(&NodeUnit::from(unit))
-            .unwrap()
-            .unwrap();
-        let name = sts.metadata.name.clone().unwrap();
+        let grid_name = "statefulsetgrid-demo";
+        let name = site_child_name(grid_name, unit, NameRule::StatefulSetLabel);
         if let Some(live) = self.server.get("statefulsets", Some("default"), &name) {
             return live;
         }
-        let mut sts = serde_json::to_value(sts).unwrap();
-        sts["apiVersion"] = json!("apps/v1");
-        sts["kind"] = json!("StatefulSet");
-        sts["metadata"]["uid"] = json!(format!("uid-sts-{name}"));
-        self.server.apply(sts)
+        let grid = self
+            .server
+            .get("statefulsetgrids", Some("default"), grid_name)
+            .unwrap();
+        let key = grid["spec"]["gridUniqKey"].as_str().unwrap();
+        let mut spec = grid["spec"]["template"].clone();
+        spec["template"]["spec"]["nodeSelector"] = json!({ key: unit });
+        self.server.apply(json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet", "spec": spec,
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-sts-{name}"),
+                "labels": {GRID_SELECTOR_LABEL: grid_name, GRID_UNIQ_KEY_LABEL: key, SITE_LABEL: unit},
+                "ownerReferences": [{"apiVersion": "superedge.io/v1", "kind": "StatefulSetGrid", "name": grid_name,
+                    "uid": grid["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]},
+        }))
     }
 
     /// Pod `i` of `sts` as the StatefulSet controller and a kubelet of the

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
-use sitegrid_controller::{ServiceGrid, StatefulSetGrid};
+use sitegrid_api::{ServiceGrid, StatefulSetGrid};
 
 use super::{hosts, render, View};
 use crate::domain::ClusterDomain;

@@ -14,9 +14,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The API group of NodeUnit and NodeGroup.
-pub const SITE_GROUP: &str = "site.superedge.io";
+pub const GROUP: &str = "site.superedge.io";
 /// Their API version.
-pub const SITE_VERSION: &str = "v1alpha2";
+pub const VERSION: &str = "v1alpha2";
 /// The value of the `{unit}` label every member node carries (site-manager's
 /// `NodeUnitSuperedge`).
 pub const UNIT_LABEL_VALUE: &str = "nodeunits.superedge.io";
@@ -238,7 +238,7 @@ mod tests {
                 vec!["UNITS", "AGE"],
             ),
         ] {
-            assert_eq!(crd.spec.group, SITE_GROUP);
+            assert_eq!(crd.spec.group, GROUP);
             assert_eq!(crd.spec.scope, "Cluster");
             assert_eq!(crd.spec.names.kind, kind);
             assert_eq!(crd.spec.names.plural, plural);
@@ -246,7 +246,7 @@ mod tests {
             let [version] = &crd.spec.versions[..] else {
                 panic!("one version")
             };
-            assert_eq!(version.name, SITE_VERSION);
+            assert_eq!(version.name, VERSION);
             assert!(version
                 .subresources
                 .as_ref()

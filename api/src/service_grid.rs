@@ -6,7 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::api::keys::GridUniqKey;
+use crate::keys::GridUniqKey;
 
 /// The desired state of a ServiceGrid: a Service `{name}-svc` with topology
 /// keys set to the grid's `gridUniqKey`.

@@ -71,6 +71,18 @@ fn is_label_shaped(s: &str) -> bool {
         && s.chars().all(|c| lower_alnum(c) || c == '-')
 }
 
+/// The name of a grid's workload in one site: `{grid}-{site}` under `rule`
+/// ([`NameRule::Subdomain`] for Deployments, [`NameRule::StatefulSetLabel`]
+/// for StatefulSets).
+pub fn site_child_name(grid: &str, site: &str, rule: NameRule) -> String {
+    child_name(&format!("{grid}-{site}"), rule)
+}
+
+/// The name of a ServiceGrid's Service: `{grid}-svc` as a Service name.
+pub fn service_name(grid: &str) -> String {
+    child_name(&format!("{grid}-svc"), NameRule::ServiceLabel)
+}
+
 /// The name for a child whose natural name is `wanted`, under `rule` (see the module docs).
 pub fn child_name(wanted: &str, rule: NameRule) -> String {
     if rule.is_valid(wanted) {

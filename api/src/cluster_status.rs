@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::keys::NodeUnit;
+use super::keys::SiteName;
 
 /// What one managed cluster reported for a distributed grid (in the control
 /// cluster's `status.clusters[<cluster>]`).
@@ -14,7 +14,7 @@ use super::keys::NodeUnit;
 pub struct ClusterStatus<S> {
     /// The cluster's per-site states, as it reported them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub states: BTreeMap<NodeUnit, S>,
+    pub states: BTreeMap<SiteName, S>,
     /// Whether its heartbeat is recent (`--cluster-grace-period`).
     #[serde(default)]
     pub reachable: bool,

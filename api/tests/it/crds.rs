@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use sitegrid_controller::api::crd as crds;
+use sitegrid_api::crd as crds;
 
 const REGENERATE: &str = "cargo run -p sitegrid-controller -- crds --out-dir deploy/crds";
 

@@ -1,237 +1,33 @@
-//! The shell of the sites controller: reflects Nodes (trimmed to what
-//! membership reads: metadata, taints, cordon and the Ready condition),
-//! NodeUnits and NodeGroups; after each burst of changes runs
-//! [`decide::decide`] over the stores and executes its [`Actions`].
-//!
-//! Writes are merge patches (a node's labels and annotations key by key; its
-//! taint list, which a merge patch replaces whole, guarded by the node's
-//! resourceVersion). A write that fails is retried by the next pass, which
-//! comes after [`RETRY`] at the latest.
+//! Executing one pass of the site-manager controller: [`decide::decide`]
+//! over what the stores hold, then its [`Actions`] written to the API server,
+//! each write counted and the version it made remembered (the next pass
+//! waits until the watches have brought them).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use futures::{FutureExt, Stream, StreamExt};
-use k8s_openapi::api::core::v1::{
-    Event as CoreEvent, EventSource, Node, NodeStatus, ObjectReference,
-};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
+use sitegrid_api::site_manager::{NodeGroup, NodeUnit};
 
 use super::decide::{self, Actions, Target, Warning, World, FINALIZER};
-use super::membership::NodeInfo;
-use crate::api::site::{NodeGroup, NodeUnit};
+use super::membership::{node_info, NodeInfo};
+use super::SiteManagerOptions;
 use crate::metrics::Metrics;
-use crate::reconcile::FIELD_MANAGER;
+use crate::shared::{finalizers_with, FIELD_MANAGER};
 
-/// How long to let a burst of events settle before a pass.
-const SETTLE: Duration = Duration::from_millis(100);
-/// A pass this often anyway (a pass at rest writes nothing).
-const RESYNC: Duration = Duration::from_secs(60);
 /// Where events about NodeUnits and NodeGroups (cluster-scoped) go.
 const EVENT_NAMESPACE: &str = "default";
-/// How long a pass waits at most for the watches to bring the objects the
-/// previous pass wrote.
-const CATCH_UP: Duration = Duration::from_secs(5);
 /// Node patches in flight at once.
 const NODE_WRITES_AT_ONCE: usize = 8;
-/// A pass this soon after one whose writes failed.
-const RETRY: Duration = Duration::from_secs(3);
-
-/// How the sites controller runs.
-#[derive(Clone, Copy, Debug)]
-pub struct SiteOptions {
-    /// Keep the default unit `unit-node-all`.
-    pub default_unit: bool,
-}
-
-/// Runs until `stop` resolves.
-pub async fn run(
-    client: Client,
-    options: SiteOptions,
-    metrics: Arc<Metrics>,
-    stop: impl std::future::Future<Output = ()>,
-) {
-    let (nodes, node_events) = reflect(Api::<Node>::all(client.clone()), trim_node);
-    let (units, unit_events) = reflect(Api::<NodeUnit>::all(client.clone()), |_| {});
-    let (groups, group_events) = reflect(Api::<NodeGroup>::all(client.clone()), |_| {});
-    let mut events = std::pin::pin!(futures::stream::select(
-        futures::stream::select(node_events, unit_events),
-        group_events
-    ));
-    let mut stop = std::pin::pin!(stop);
-    let writer = Writer {
-        client,
-        metrics,
-        written: Mutex::default(),
-    };
-    let mut synced = false;
-    // Whether something changed since the last pass began.
-    let mut changed = false;
-    let mut next = RESYNC;
-    loop {
-        // Wait for a change, or for the resync.
-        let timer = tokio::time::sleep(next);
-        let mut timer = std::pin::pin!(timer);
-        while !changed {
-            tokio::select! {
-                () = &mut stop => return,
-                () = &mut timer => break,
-                event = events.next() => match event {
-                    None => return,
-                    Some(Err(err)) => tracing::warn!(%err, "sites: watch"),
-                    Some(Ok(())) => changed = true,
-                },
-            }
-        }
-        if !synced {
-            // Nothing is decided from a partial picture: wait until every
-            // store has had its first full list.
-            let ready = |r: Option<Result<(), _>>| matches!(r, Some(Ok(())));
-            synced = ready(nodes.wait_until_ready().now_or_never())
-                && ready(units.wait_until_ready().now_or_never())
-                && ready(groups.wait_until_ready().now_or_never());
-            if !synced {
-                changed = false;
-                continue;
-            }
-            tracing::info!(
-                nodes = nodes.state().len(),
-                units = units.state().len(),
-                groups = groups.state().len(),
-                "sites: caches synced"
-            );
-        }
-        // Let a burst settle, and let the stores see every write of the last
-        // pass, so a pass neither repeats a write nor trips over a version it
-        // already changed.
-        let settle = tokio::time::sleep(SETTLE);
-        if drive(settle, &mut events, &mut changed, &mut stop)
-            .await
-            .is_none()
-        {
-            return;
-        }
-        let deadline = tokio::time::Instant::now() + CATCH_UP;
-        while writer.behind(&nodes, &units, &groups) && tokio::time::Instant::now() < deadline {
-            let wait = tokio::time::sleep(SETTLE / 5);
-            if drive(wait, &mut events, &mut changed, &mut stop)
-                .await
-                .is_none()
-            {
-                return;
-            }
-        }
-        writer.forget_writes();
-        changed = false;
-        let pass = writer.pass(&options, &nodes, &units, &groups);
-        let Some(ok) = drive(pass, &mut events, &mut changed, &mut stop).await else {
-            return;
-        };
-        next = if ok { RESYNC } else { RETRY };
-    }
-}
-
-/// Awaits `work` while keeping the watches read (the stores current, and no
-/// watch left unread long enough for the API server to drop it), noting in
-/// `changed` whether anything arrived. `None` when `stop` resolved or the
-/// watches ended.
-async fn drive<T>(
-    work: impl std::future::Future<Output = T>,
-    events: &mut (impl Stream<Item = Result<(), watcher::Error>> + Unpin),
-    changed: &mut bool,
-    stop: &mut (impl std::future::Future<Output = ()> + Unpin),
-) -> Option<T> {
-    let mut work = std::pin::pin!(work);
-    loop {
-        tokio::select! {
-            () = &mut *stop => return None,
-            done = &mut work => return Some(done),
-            event = events.next() => match event {
-                None => return None,
-                Some(Err(err)) => tracing::warn!(%err, "sites: watch"),
-                Some(Ok(())) => *changed = true,
-            },
-        }
-    }
-}
-
-/// Keeps of a Node only what membership reads: the status shrinks to the
-/// Ready condition without its heartbeat time (images, volumes, addresses
-/// and heartbeats are dropped as they arrive).
-fn trim_node(node: &mut Node) {
-    node.metadata.managed_fields = None;
-    if let Some(status) = node.status.as_mut() {
-        let ready = status
-            .conditions
-            .take()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|c| c.type_ == "Ready")
-            .map(|mut c| {
-                c.last_heartbeat_time = None;
-                c
-            })
-            .collect();
-        *status = NodeStatus {
-            conditions: Some(ready),
-            ..NodeStatus::default()
-        };
-    }
-}
-
-/// A reflector whose events are reduced to "something changed".
-fn reflect<K>(
-    api: Api<K>,
-    trim: impl FnMut(&mut K) + Send + 'static,
-) -> (
-    Store<K>,
-    impl Stream<Item = Result<(), watcher::Error>> + Send,
-)
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + serde::de::DeserializeOwned
-        + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .modify(trim),
-    )
-    .map(|event| event.map(|_| ()));
-    (reader, stream)
-}
-
-/// What membership reads of a Node.
-pub fn node_info(node: &Node) -> NodeInfo {
-    let spec = node.spec.as_ref();
-    NodeInfo {
-        name: node.name_any(),
-        labels: node.labels().clone(),
-        annotations: node.annotations().clone(),
-        taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
-        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
-        ready: node
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
-    }
-}
 
 /// Executes a pass's writes, counting each.
-struct Writer {
+pub(super) struct Executor {
     client: Client,
     metrics: Arc<Metrics>,
     /// The resourceVersion each write of the last pass returned, by kind and
@@ -239,11 +35,20 @@ struct Writer {
     written: Mutex<BTreeMap<(&'static str, String), String>>,
 }
 
-impl Writer {
+impl Executor {
+    /// Writes through `client`, counting each write in `metrics`.
+    pub(super) fn new(client: Client, metrics: Arc<Metrics>) -> Self {
+        Self {
+            client,
+            metrics,
+            written: Mutex::default(),
+        }
+    }
+
     /// Whether a store still holds an older version of an object the last
     /// pass wrote (a deleted object, or a version that is not a number, is
     /// never waited for).
-    fn behind(
+    pub(super) fn behind(
         &self,
         nodes: &Store<Node>,
         units: &Store<NodeUnit>,
@@ -274,14 +79,15 @@ impl Writer {
         })
     }
 
-    fn forget_writes(&self) {
+    /// Forgets the versions the last pass wrote (the stores have them).
+    pub(super) fn forget_writes(&self) {
         self.written.lock().expect("not poisoned").clear();
     }
 
     /// One pass; whether every write succeeded.
-    async fn pass(
+    pub(super) async fn pass(
         &self,
-        options: &SiteOptions,
+        options: &SiteManagerOptions,
         nodes: &Store<Node>,
         units: &Store<NodeUnit>,
         groups: &Store<NodeGroup>,
@@ -307,6 +113,7 @@ impl Writer {
         self.execute(actions, &versions, &units, &groups).await
     }
 
+    /// Makes the writes of `actions` in their order; whether all succeeded.
     async fn execute(
         &self,
         actions: Actions,
@@ -314,9 +121,29 @@ impl Writer {
         units: &[NodeUnit],
         groups: &[NodeGroup],
     ) -> bool {
+        let mut ok = self.write_units(&actions, units, groups).await;
+        let nodes_ok = self.patch_nodes(&actions, node_versions).await;
+        ok &= nodes_ok;
+        if nodes_ok {
+            for target in &actions.release {
+                ok &= self.finalizer(target, units, groups, false).await;
+            }
+        }
+        ok &= self.write_statuses(&actions).await;
+        for warning in &actions.warnings {
+            self.warn(warning, units, groups).await;
+        }
+        ok
+    }
+
+    /// Creates and deletes units, adds finalizers, patches units' specs.
+    async fn write_units(
+        &self,
+        actions: &Actions,
+        units: &[NodeUnit],
+        groups: &[NodeGroup],
+    ) -> bool {
         let unit_api = Api::<NodeUnit>::all(self.client.clone());
-        let group_api = Api::<NodeGroup>::all(self.client.clone());
-        let node_api = Api::<Node>::all(self.client.clone());
         let mut ok = true;
         for unit in &actions.create_units {
             let done = unit_api.create(&PostParams::default(), unit).await;
@@ -333,6 +160,16 @@ impl Writer {
             let done = unit_api.patch(name, &params(), &Patch::Merge(patch)).await;
             ok &= self.count(version(done), "patch", "NodeUnit", name);
         }
+        ok
+    }
+
+    /// Patches the nodes, a few at a time.
+    async fn patch_nodes(
+        &self,
+        actions: &Actions,
+        node_versions: &BTreeMap<String, Option<String>>,
+    ) -> bool {
+        let node_api = Api::<Node>::all(self.client.clone());
         let node_writes = actions.node_patches.iter().map(|(name, change)| {
             let mut patch = change.merge_patch();
             if change.taints.is_some() {
@@ -346,16 +183,17 @@ impl Writer {
                 self.count(version(done), "patch", "Node", name)
             }
         });
-        let nodes_ok = futures::stream::iter(node_writes)
+        futures::stream::iter(node_writes)
             .buffer_unordered(NODE_WRITES_AT_ONCE)
             .fold(true, |all, ok| async move { all && ok })
-            .await;
-        ok &= nodes_ok;
-        if nodes_ok {
-            for target in &actions.release {
-                ok &= self.finalizer(target, units, groups, false).await;
-            }
-        }
+            .await
+    }
+
+    /// Patches the units' and groups' status.
+    async fn write_statuses(&self, actions: &Actions) -> bool {
+        let unit_api = Api::<NodeUnit>::all(self.client.clone());
+        let group_api = Api::<NodeGroup>::all(self.client.clone());
+        let mut ok = true;
         for (name, status) in &actions.unit_status {
             let body = json!({"status": {
                 "readyRate": status.ready_rate,
@@ -379,9 +217,6 @@ impl Writer {
                 .await;
             ok &= self.count(version(done), "patch-status", "NodeGroup", name);
         }
-        for warning in &actions.warnings {
-            self.warn(warning, units, groups).await;
-        }
         ok
     }
 
@@ -397,16 +232,8 @@ impl Writer {
         let Some(Found { kind, meta, .. }) = find(target, units, groups) else {
             return true;
         };
-        let mut finalizers: Vec<String> = meta
-            .finalizers
-            .iter()
-            .flatten()
-            .filter(|f| *f != FINALIZER)
-            .cloned()
-            .collect();
-        if add {
-            finalizers.push(FINALIZER.to_owned());
-        }
+        let current = meta.finalizers.as_deref().unwrap_or_default();
+        let finalizers = finalizers_with(current, FINALIZER, add);
         let patch = Patch::Merge(json!({"metadata": {
             "finalizers": finalizers,
             "resourceVersion": meta.resource_version,

@@ -16,12 +16,14 @@ use serde::{Deserialize, Serialize};
 #[serde(transparent)]
 pub struct GridUniqKey(pub String);
 
-/// One site: a distinct value of the [`GridUniqKey`] node label, e.g. `beijing`.
+/// The name of one of a grid's sites: a distinct value of the [`GridUniqKey`]
+/// node label, e.g. `beijing` (SuperEdge calls it a NodeUnit, as it does the
+/// site-manager resource; this is only its name).
 #[derive(
     Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(transparent)]
-pub struct NodeUnit(pub String);
+pub struct SiteName(pub String);
 
 /// The name of a workload template in a grid's `templatePool`; `default`
 /// means the grid's own `spec.template`.
@@ -65,4 +67,4 @@ macro_rules! string_newtype {
     )*};
 }
 
-string_newtype!(GridUniqKey, NodeUnit, TemplateName);
+string_newtype!(GridUniqKey, SiteName, TemplateName);

@@ -1,25 +1,27 @@
-//! Sites from node labels.
+//! A grid's sites, from node labels.
 //!
-//! A site (NodeUnit) of a grid exists while at least one node carries a
-//! non-empty value of the grid's `gridUniqKey` label. The controller keeps a
-//! metadata-only reflector of nodes; these functions read it.
+//! A site of a grid exists while at least one node carries a non-empty value
+//! of the grid's `gridUniqKey` label; that value is its [`SiteName`]. The
+//! controller keeps a metadata-only reflector of nodes; these functions read
+//! it. (Sites as resources, site-manager's NodeUnits, are
+//! [`crate::site_manager`]'s.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use crate::api::keys::{GridUniqKey, NodeUnit};
+use sitegrid_api::keys::{GridUniqKey, SiteName};
 
 /// The sites of `key`: each distinct non-empty value of that label over `nodes`.
-pub fn sites<'a>(
+pub fn sites_of<'a>(
     key: &GridUniqKey,
     nodes: impl IntoIterator<Item = Option<&'a BTreeMap<String, String>>>,
-) -> BTreeSet<NodeUnit> {
+) -> BTreeSet<SiteName> {
     nodes
         .into_iter()
         .flatten()
         .filter_map(|labels| labels.get(key.as_str()))
         .filter(|value| !value.is_empty())
-        .map(|value| NodeUnit(value.clone()))
+        .map(|value| SiteName(value.clone()))
         .collect()
 }
 
@@ -41,27 +43,10 @@ pub fn label_fingerprint<'a>(
     hasher.finish()
 }
 
-/// One `()` each time the watched value changes (a trigger for
-/// `Controller::reconcile_all_on`); ends when the sender is dropped.
-pub fn on_change<T: Send + Sync + 'static>(
-    rx: tokio::sync::watch::Receiver<T>,
-) -> impl futures::Stream<Item = ()> + Send + 'static {
-    futures::stream::unfold(rx, |mut rx| async move {
-        rx.changed().await.ok()?;
-        Some(((), rx))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::fixtures::labels;
 
     #[test]
     fn sites_are_distinct_non_empty_values_of_the_key() {
@@ -72,15 +57,15 @@ mod tests {
             labels(&[("location", "")]),
             labels(&[("zone", "b")]),
         ];
-        let got = sites(
+        let got = sites_of(
             &GridUniqKey::from("location"),
             nodes.iter().map(Some).chain([None]),
         );
-        let want: BTreeSet<NodeUnit> = ["beijing", "guangzhou"].map(NodeUnit::from).into();
+        let want: BTreeSet<SiteName> = ["beijing", "guangzhou"].map(SiteName::from).into();
         assert_eq!(got, want);
         assert_eq!(
-            sites(&GridUniqKey::from("zone"), nodes.iter().map(Some)),
-            ["a", "b"].map(NodeUnit::from).into()
+            sites_of(&GridUniqKey::from("zone"), nodes.iter().map(Some)),
+            ["a", "b"].map(SiteName::from).into()
         );
     }
 

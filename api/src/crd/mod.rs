@@ -3,7 +3,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::api::site::{NodeGroup, NodeUnit};
+use crate::site_manager::{NodeGroup, NodeUnit};
 use crate::{DeploymentGrid, ServiceGrid, StatefulSetGrid};
 
 mod descriptions;

@@ -248,7 +248,7 @@ fn plan_map(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nodeunits::membership::tests::map;
+    use crate::site_manager::membership::tests::map;
 
     fn wants(pairs: &[(&str, &str)]) -> BTreeMap<String, Want> {
         pairs
