@@ -96,6 +96,26 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
     Some(ts.as_second() - i64::from(ts.subsec_nanosecond() < 0))
 }
 
+/// `t` the way `metav1.Time` marshals: UTC, whole seconds (the fraction
+/// dropped), e.g. `2026-11-21T15:12:23Z`. The one way sitegrid writes a time.
+pub fn format_timestamp(t: jiff::Timestamp) -> String {
+    // Whole seconds at or before the instant.
+    format_rfc3339(t.as_second() - i64::from(t.subsec_nanosecond() < 0))
+}
+
+/// `t` as [`format_timestamp`] writes it (times before 1970 as 1970).
+pub fn format_system_time(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    format_rfc3339(secs)
+}
+
+/// The current time as [`format_timestamp`] writes it.
+pub fn now_rfc3339() -> String {
+    format_timestamp(jiff::Timestamp::now())
+}
+
 /// Formats unix seconds the way `metav1.Time` marshals: UTC, whole seconds,
 /// e.g. `2026-11-21T15:12:23Z`.
 pub fn format_rfc3339(unix_secs: i64) -> String {
@@ -231,6 +251,12 @@ mod tests {
         assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_rfc3339(-1), "1969-12-31T23:59:59Z");
         assert_eq!(format_rfc3339(951_868_799), "2000-02-29T23:59:59Z");
+        let late = jiff::Timestamp::new(1_795_273_943, 999_999_999).unwrap();
+        assert_eq!(format_timestamp(late), "2026-11-21T15:12:23Z");
+        let early = jiff::Timestamp::new(-1, 500_000_000).unwrap();
+        assert_eq!(format_timestamp(early), "1969-12-31T23:59:59Z");
+        let then = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_795_273_943_250);
+        assert_eq!(format_system_time(then), "2026-11-21T15:12:23Z");
     }
 
     #[test]

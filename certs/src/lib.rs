@@ -91,7 +91,11 @@ impl std::fmt::Display for Written {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "wrote {}: {}", self.path.display(), self.what)?;
         if let Some(t) = self.expires {
-            write!(f, ", expires {}", t.strftime("%Y-%m-%dT%H:%M:%SZ"))?;
+            write!(
+                f,
+                ", expires {}",
+                sitegrid_apimachinery::duration::format_timestamp(t)
+            )?;
         }
         Ok(())
     }

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 use tracing::{info, warn};
 
-use sitegrid_apimachinery::selector::LabelSelector;
+use sitegrid_apimachinery::{duration::format_system_time, selector::LabelSelector};
 
 use crate::{
     gateway::{self, stack::boxed_request, Gateway, GatewayConfig, Limits, RequestMetrics},
@@ -264,7 +264,7 @@ async fn serve_snapshot_when_offline(cache: Cache, wait: Duration) {
     let kinds = cache.readiness().serve_restored();
     if let (false, Some(taken)) = (kinds.is_empty(), cache.readiness().restored_from()) {
         let names: Vec<&str> = kinds.iter().map(|k| k.plural()).collect();
-        warn!(snapshot = %persist::rfc3339(taken), resources = %names.join(","), "the API server has not answered; serving the snapshot until it does");
+        warn!(snapshot = %format_system_time(taken), resources = %names.join(","), "the API server has not answered; serving the snapshot until it does");
     }
 }
 
@@ -316,7 +316,7 @@ fn ready_check(cache: Cache) -> sitegrid_runtime::ops::ReadyCheck {
             return Ok(cache.readiness().degraded().map(|taken| {
                 format!(
                     "serving a snapshot from {}; the API server has not been reached since the start",
-                    persist::rfc3339(taken)
+                    format_system_time(taken)
                 )
             }));
         }

@@ -43,6 +43,7 @@ use std::{
 };
 
 use serde_json::{Map, Value};
+use sitegrid_apimachinery::duration::format_system_time;
 use sitegrid_runtime::fs::AtomicFile;
 use tracing::{debug, info, warn};
 
@@ -146,7 +147,7 @@ pub fn open(dir: &Path, node: &str, interval: Duration, codec: Arc<Codec>) -> Op
                     .filter_map(|(_, k)| k.as_ref())
                     .map(|k| k.objects.len())
                     .sum();
-                info!(path = %path.display(), bytes = bytes.len(), objects, taken = %rfc3339(restored.written), "snapshot loaded");
+                info!(path = %path.display(), bytes = bytes.len(), objects, taken = %format_system_time(restored.written), "snapshot loaded");
                 Some(restored)
             }
             Err(reason) => {
@@ -436,15 +437,6 @@ fn millis(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-/// `2026-11-23T10:00:00Z`.
-pub fn rfc3339(t: SystemTime) -> String {
-    let secs = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    sitegrid_apimachinery::duration::format_rfc3339(secs)
 }
 
 /// The default data directory.

@@ -496,7 +496,7 @@ impl Writer {
             self.cache.readiness().confirm(kind);
         }
         if let (Some(taken), None) = (degraded, self.cache.readiness().degraded()) {
-            info!(snapshot = %super::persist::rfc3339(taken), "synced with the API server; the snapshot is no longer served");
+            info!(snapshot = %sitegrid_apimachinery::duration::format_system_time(taken), "synced with the API server; the snapshot is no longer served");
         }
     }
 }

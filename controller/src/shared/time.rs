@@ -9,7 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 /// `time` as a `metav1.Time` is written: UTC, whole seconds, e.g.
 /// `2026-11-21T15:12:23Z`.
 pub fn k8s_time(time: Timestamp) -> String {
-    time.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    sitegrid_apimachinery::duration::format_timestamp(time)
 }
 
 /// The current time as a `metav1.Time` (see [`k8s_time`]).

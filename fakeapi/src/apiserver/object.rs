@@ -7,6 +7,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
+use sitegrid_apimachinery::duration::format_rfc3339;
+pub(crate) use sitegrid_apimachinery::duration::now_rfc3339;
 
 use super::resource::ResourceType;
 
@@ -182,35 +184,9 @@ pub(crate) fn meta_str<'a>(body: &'a Map<String, Value>, field: &str) -> Option<
     body.get("metadata")?.get(field)?.as_str()
 }
 
-/// Current time as `2026-11-21T15:12:23Z`.
-pub(crate) fn now_rfc3339() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    rfc3339(secs)
-}
-
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ`.
 pub(crate) fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
+    format_rfc3339(i64::try_from(secs).unwrap_or(i64::MAX))
 }
 
 /// A fresh pseudo-random 64-bit number (splitmix64 over time and a counter);
