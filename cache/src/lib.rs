@@ -35,6 +35,8 @@ mod object;
 pub mod persist;
 mod ready;
 mod store;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod topology;
 mod view;
 mod watchers;

@@ -3,7 +3,6 @@
 //! follows (`sitegrid_api`), pods as the StatefulSet controller and a kubelet
 //! make them.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -15,12 +14,7 @@ use sitegrid_api::{ServiceGrid, StatefulSetGrid};
 
 use crate::site::POD_NAME_LABEL;
 
-pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
+pub use sitegrid_fakeapi::testing::labels;
 
 /// A StatefulSetGrid `ns/name` over `key`, whose pods (`app: name`) are governed by `service`.
 pub fn grid(ns: &str, name: &str, key: &str, service: &str, replicas: i32) -> Arc<StatefulSetGrid> {

@@ -152,12 +152,7 @@ impl Drop for ProxyChild {
     }
 }
 
-/// A free loopback port.
-pub fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
+pub use sitegrid_fakeapi::testing::free_port;
 
 /// Waits until the proxy at `addr` answers a LIST of `path` (its first
 /// request for a kind also starts that kind's sync).

@@ -18,9 +18,10 @@ use serde_json::{json, Value};
 use sitegrid_apimachinery::selector::LabelSelector;
 
 use super::Writer;
+use crate::testing::obj;
 use crate::{
     topology::TopologyKeys, with_start_rv, ApiVersion, Cache, CacheConfig, Locality, ResourceKind,
-    ResourceKind::*, UpstreamObject,
+    ResourceKind::*,
 };
 
 const ZONES: [&str; 3] = ["z0", "z1", "z2"];
@@ -230,16 +231,8 @@ impl World {
     }
 }
 
-fn obj(v: &Value) -> UpstreamObject {
-    UpstreamObject::from_json(&v.to_string()).unwrap()
-}
-
 fn sync(p: &mut Writer, kind: ResourceKind, objs: &[Value]) {
-    p.handle(kind, W::Init);
-    for o in objs {
-        p.handle(kind, W::InitApply(obj(o)));
-    }
-    p.handle(kind, W::InitDone);
+    crate::testing::sync(p, kind, objs.iter().map(obj));
 }
 
 fn writer(locality: Locality) -> (Cache, Writer) {

@@ -13,9 +13,10 @@ use crate::{
 };
 
 use super::Writer;
+use crate::testing::{obj as obj_ref, sync};
 
 fn obj(v: Value) -> UpstreamObject {
-    UpstreamObject::from_json(&v.to_string()).unwrap()
+    obj_ref(&v)
 }
 
 /// The world's objects of `kind`, with the versions an API server would give them.
@@ -84,14 +85,6 @@ fn slice(name: &str, svc: &str, eps: &[(&str, &str)], rv: u64) -> UpstreamObject
         json!({"metadata":{"name":name,"namespace":"default","resourceVersion":rv.to_string(),
         "labels":{"kubernetes.io/service-name":svc}},"addressType":"IPv4","endpoints":endpoints}),
     )
-}
-
-fn sync(p: &mut Writer, kind: ResourceKind, objs: Vec<UpstreamObject>) {
-    p.handle(kind, W::Init);
-    for o in objs {
-        p.handle(kind, W::InitApply(o));
-    }
-    p.handle(kind, W::InitDone);
 }
 
 /// An empty cache and its writer for node `local`.

@@ -1,39 +1,27 @@
 //! The binary's command line: help, bad flags and unusable files exit with
 //! one clear line; the operator endpoints answer while it starts.
 
+use sitegrid_fakeapi::testing::{command, error_lines, Ran};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+const BIN: &str = "sitegrid-controller";
+
 fn bin() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sitegrid-controller"));
-    cmd.env_remove("KUBECONFIG").env_remove("POD_NAME").env(
-        "HOME",
-        std::env::temp_dir().join("sitegrid-controller-cli-home"),
-    );
-    cmd
+    command(env!("CARGO_BIN_EXE_sitegrid-controller"), &["POD_NAME"])
 }
 
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = bin().args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn error_lines(stderr: &str) -> Vec<&str> {
-    stderr
-        .lines()
-        .filter(|l| l.starts_with("sitegrid-controller: "))
-        .collect()
+fn run(args: &[&str]) -> Ran {
+    Ran::of(bin(), args)
 }
 
 #[test]
 fn help_lists_the_flags_operators_set() {
-    let (code, out, _) = run(&["--help"]);
+    let Ran {
+        code, stdout: out, ..
+    } = run(&["--help"]);
     assert_eq!(code, 0);
     for flag in [
         "--kubeconfig",
@@ -52,27 +40,33 @@ fn help_lists_the_flags_operators_set() {
 
 #[test]
 fn unknown_flags_and_bad_durations_are_refused() {
-    let (code, _, err) = run(&["--no-such-flag"]);
+    let Ran {
+        code, stderr: err, ..
+    } = run(&["--no-such-flag"]);
     assert_eq!(code, 2);
     assert!(
         err.contains("unexpected argument '--no-such-flag'"),
         "{err}"
     );
-    let (code, _, err) = run(&["--resync-period", "often"]);
+    let Ran {
+        code, stderr: err, ..
+    } = run(&["--resync-period", "often"]);
     assert_eq!(code, 2);
     assert!(err.contains("--resync-period"), "{err}");
 }
 
 #[test]
 fn a_missing_kubeconfig_is_one_line_naming_it() {
-    let (code, _, err) = run(&[
+    let Ran {
+        code, stderr: err, ..
+    } = run(&[
         "--kubeconfig",
         "/nonexistent/controller.kubeconfig",
         "--bind-address",
         "127.0.0.1:0",
     ]);
     assert_eq!(code, 1);
-    let lines = error_lines(&err);
+    let lines = error_lines(&err, BIN);
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
         lines[0].contains("/nonexistent/controller.kubeconfig"),
@@ -82,20 +76,24 @@ fn a_missing_kubeconfig_is_one_line_naming_it() {
 
 #[test]
 fn renew_margin_must_be_shorter_than_the_lease() {
-    let (code, _, err) = run(&[
+    let Ran {
+        code, stderr: err, ..
+    } = run(&[
         "--leader-elect-lease-duration=5s",
         "--leader-elect-renew-margin=10s",
     ]);
     assert_eq!(code, 1);
     assert!(
-        error_lines(&err)[0].contains("--leader-elect-renew-margin"),
+        error_lines(&err, BIN)[0].contains("--leader-elect-renew-margin"),
         "{err}"
     );
 }
 
 #[test]
 fn crds_prints_the_three_grid_crds() {
-    let (code, out, _) = run(&["crds"]);
+    let Ran {
+        code, stdout: out, ..
+    } = run(&["crds"]);
     assert_eq!(code, 0);
     for name in [
         "deploymentgrids.superedge.io",

@@ -1,5 +1,6 @@
 //! The expansion of the seed examples, checked by value.
 
+use sitegrid_fakeapi::testing::labels;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -18,13 +19,6 @@ fn persisted<K: Resource + serde::de::DeserializeOwned>(fixture: &str) -> K {
 
 fn sites(names: &[&str]) -> BTreeSet<SiteName> {
     names.iter().map(|n| SiteName::from(*n)).collect()
-}
-
-fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
 }
 
 fn owner(kind: &str, name: &str) -> OwnerReference {

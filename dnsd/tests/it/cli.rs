@@ -5,27 +5,21 @@ use std::process::{Command, Stdio};
 
 use crate::common::{free_port, scratch, wait_for};
 use crate::node::{http_get, Process};
+use sitegrid_fakeapi::testing::{command, Ran};
 
 fn bin() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sitegrid-dnsd"));
-    cmd.env_remove("KUBECONFIG")
-        .env_remove("NODE_NAME")
-        .env("HOME", std::env::temp_dir().join("sitegrid-dnsd-cli-home"));
-    cmd
+    command(env!("CARGO_BIN_EXE_sitegrid-dnsd"), &["NODE_NAME"])
 }
 
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = bin().args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+fn run(args: &[&str]) -> Ran {
+    Ran::of(bin(), args)
 }
 
 #[test]
 fn help_lists_the_flags_operators_set() {
-    let (code, out, _) = run(&["--help"]);
+    let Ran {
+        code, stdout: out, ..
+    } = run(&["--help"]);
     assert_eq!(code, 0);
     for flag in [
         "--kubeconfig",
@@ -43,13 +37,17 @@ fn help_lists_the_flags_operators_set() {
 
 #[test]
 fn bad_flags_exit_2() {
-    let (code, _, err) = run(&["--no-such-flag"]);
+    let Ran {
+        code, stderr: err, ..
+    } = run(&["--no-such-flag"]);
     assert_eq!(code, 2);
     assert!(
         err.contains("unexpected argument '--no-such-flag'"),
         "{err}"
     );
-    let (code, _, err) = run(&["--cluster-domain", "cluster..local"]);
+    let Ran {
+        code, stderr: err, ..
+    } = run(&["--cluster-domain", "cluster..local"]);
     assert_eq!(code, 2);
     assert!(err.contains("--cluster-domain"), "{err}");
 }
@@ -60,7 +58,9 @@ fn an_unwritable_hosts_file_is_one_line_and_exit_1() {
     let plain = dir.join("a-file");
     std::fs::write(&plain, "").unwrap();
     for path in [dir.join("missing/hosts"), plain.join("hosts"), dir.clone()] {
-        let (code, _, err) = run(&["--hosts-file", path.to_str().unwrap(), "--hostname", "bj-1"]);
+        let Ran {
+            code, stderr: err, ..
+        } = run(&["--hosts-file", path.to_str().unwrap(), "--hostname", "bj-1"]);
         assert_eq!(code, 1, "{err}");
         let lines: Vec<&str> = err
             .lines()

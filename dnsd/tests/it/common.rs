@@ -1,7 +1,6 @@
 //! The world of the integration tests: the in-memory API server holding the
 //! two-site world plus the seeds' grids, and the waits and tools they share.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -45,11 +44,7 @@ pub fn scratch(what: &str) -> PathBuf {
 
 /// A free port on 127.0.0.1 (bound, then released for the process under test).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    sitegrid_fakeapi::testing::free_port().expect("a free loopback port")
 }
 
 /// Polls `check` until it holds, failing with `what` and the last state after [`WAIT`].

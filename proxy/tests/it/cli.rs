@@ -1,34 +1,24 @@
 //! The binary's start-up errors: a bad flag or an unusable file exits
 //! non-zero with one clear line naming the problem.
 
+use sitegrid_fakeapi::testing::{command, error_lines, Ran};
 use std::process::Command;
 
-fn run(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sitegrid-proxy"))
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .env(
-            "HOME",
-            std::env::temp_dir().join("sitegrid-runtime-test-home"),
-        )
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+const BIN: &str = "sitegrid-proxy";
+
+fn bin() -> Command {
+    command(env!("CARGO_BIN_EXE_sitegrid-proxy"), &[])
 }
 
-fn error_lines(stderr: &str) -> Vec<&str> {
-    stderr
-        .lines()
-        .filter(|l| l.starts_with("sitegrid-proxy: "))
-        .collect()
+fn run(args: &[&str]) -> Ran {
+    Ran::of(bin(), args)
 }
 
 #[test]
 fn an_unknown_flag_is_refused() {
-    let (code, err) = run(&["--no-such-flag"]);
+    let Ran {
+        code, stderr: err, ..
+    } = run(&["--no-such-flag"]);
     assert_eq!(code, 2);
     assert!(
         err.contains("unexpected argument '--no-such-flag'"),
@@ -38,14 +28,16 @@ fn an_unknown_flag_is_refused() {
 
 #[test]
 fn a_missing_kubeconfig_names_the_file() {
-    let (code, err) = run(&[
+    let Ran {
+        code, stderr: err, ..
+    } = run(&[
         "--kubeconfig",
         "/nonexistent/sitegrid.kubeconfig",
         "--bind-address",
         "127.0.0.1:0",
     ]);
     assert_eq!(code, 1);
-    let lines = error_lines(&err);
+    let lines = error_lines(&err, BIN);
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
         lines[0].contains("--kubeconfig /nonexistent/sitegrid.kubeconfig"),
@@ -60,7 +52,9 @@ fn an_invalid_kubeconfig_is_one_line() {
         std::process::id()
     ));
     std::fs::write(&path, "clusters: [").unwrap();
-    let (code, err) = run(&[
+    let Ran {
+        code, stderr: err, ..
+    } = run(&[
         "--kubeconfig",
         path.to_str().unwrap(),
         "--bind-address",
@@ -77,7 +71,9 @@ fn an_invalid_kubeconfig_is_one_line() {
 
 #[test]
 fn cert_and_key_go_together() {
-    let (code, err) = run(&["--cert-file", "/x.crt"]);
+    let Ran {
+        code, stderr: err, ..
+    } = run(&["--cert-file", "/x.crt"]);
     assert_eq!(code, 2);
     assert!(err.contains("--key-file"), "{err}");
 }
@@ -94,7 +90,9 @@ fn an_unreadable_certificate_names_the_flag_and_file() {
          contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {}}]\ncurrent-context: c\n",
     )
     .unwrap();
-    let (code, err) = run(&[
+    let Ran {
+        code, stderr: err, ..
+    } = run(&[
         "--kubeconfig",
         kubeconfig.to_str().unwrap(),
         "--bind-address",
@@ -105,7 +103,7 @@ fn an_unreadable_certificate_names_the_flag_and_file() {
         "/nonexistent/serving.key",
     ]);
     assert_eq!(code, 1);
-    let lines = error_lines(&err);
+    let lines = error_lines(&err, BIN);
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
         lines[0].starts_with("sitegrid-proxy: --cert-file /nonexistent/serving.crt"),

@@ -7,7 +7,6 @@
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Empty};
-use kube::runtime::watcher::Event as W;
 use serde_json::{json, Value};
 use sitegrid_cache::{
     self as cache, ApiVersion, Cache, CacheConfig, ResourceKind, UpstreamObject, Writer,
@@ -20,7 +19,7 @@ use sitegrid_proxy::{
 use tower::ServiceExt;
 
 pub fn obj(v: Value) -> UpstreamObject {
-    UpstreamObject::from_json(&v.to_string()).unwrap()
+    sitegrid_cache::testing::obj(&v)
 }
 
 pub fn node(name: &str, location: &str, rv: u64) -> UpstreamObject {
@@ -65,13 +64,7 @@ pub fn endpoints(ns: &str, name: &str, addrs: &[(&str, &str)], rv: u64) -> Upstr
     obj(o)
 }
 
-pub fn sync(p: &mut Writer, kind: ResourceKind, objs: Vec<UpstreamObject>) {
-    p.handle(kind, W::Init);
-    for o in objs {
-        p.handle(kind, W::InitApply(o));
-    }
-    p.handle(kind, W::InitDone);
-}
+pub use sitegrid_cache::testing::sync;
 
 /// The two-site world as node `local` sees it: the sample's nodes, Services,
 /// Endpoints and EndpointSlices (v1) listed by the writer, as after a sync.
@@ -86,7 +79,7 @@ pub fn two_sites(local: &str, config: CacheConfig) -> (Cache, Writer) {
         (ResourceKind::Endpoints, "Endpoints"),
         (ResourceKind::EndpointSlices, "EndpointSlice"),
     ] {
-        let objects = world
+        let objects: Vec<UpstreamObject> = world
             .iter()
             .filter(|o| o["kind"] == name)
             .map(|o| {
