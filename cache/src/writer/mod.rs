@@ -503,10 +503,9 @@ impl Writer {
 
 /// `map` rebuilt with its nodes full. Filled one key after the other in
 /// order, as a list arrives, a B-tree splits each full node in two and
-/// leaves every node half empty: 0.1 MB of the writer's maps with 2,000
-/// objects. `append` to a non-empty map merges both in order into full
-/// nodes, without a buffer of all the entries (which, past 128 KiB, would
-/// come from mmap and raise glibc's trim threshold for good).
+/// leaves every node half empty. `append` to a non-empty map merges both in
+/// order into full nodes, without a buffer of all the entries (which, past
+/// 128 KiB, would come from mmap and raise glibc's trim threshold for good).
 fn packed_full<K: Ord, V>(mut map: BTreeMap<K, V>) -> BTreeMap<K, V> {
     let Some((key, value)) = map.pop_first() else {
         return map;

@@ -23,9 +23,9 @@ const WRITER_QUEUE: usize = 1024;
 
 /// The sync running on a thread of its own (a single-threaded runtime): the
 /// upstream lists are decoded, buffered and projected there, so the heap
-/// they pass through is one allocator arena, which the next list reuses,
+/// they pass through is one glibc arena, which the next list reuses,
 /// rather than one per serving thread, each keeping its share of the peak
-/// (4 MiB of RSS less with 10,000 endpoints, see loadtest/README.md).
+/// (docs/decisions/0003).
 /// Stops when dropped, or with [`SyncThread::stop`], which also waits for
 /// the writer's last snapshot.
 pub struct SyncThread {
@@ -154,9 +154,8 @@ pub async fn run(
             }
             // Endpoints and EndpointSlices wait for the topology inputs: no
             // view of theirs can be made before, and a Services list held
-            // (until complete) while thousands of slices arrive left its
-            // space scattered between theirs for good (0.7 MB with 10,000
-            // endpoints, in about one start of three).
+            // (until complete) while thousands of slices arrive would leave
+            // its space scattered between their long-lived copies.
             if kind != ResourceKind::Services {
                 cache
                     .readiness()
