@@ -101,6 +101,13 @@ impl ResourceKind {
     pub fn selectable_fields(self) -> &'static [&'static str] {
         match self {
             ResourceKind::Nodes => &["metadata.name", "spec.unschedulable"],
+            // spec.clusterIP is what kube-proxy 1.32+ selects by (`!=None`).
+            ResourceKind::Services => &[
+                "metadata.name",
+                "metadata.namespace",
+                "spec.clusterIP",
+                "spec.type",
+            ],
             _ => &["metadata.name", "metadata.namespace"],
         }
     }
