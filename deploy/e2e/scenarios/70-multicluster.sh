@@ -107,6 +107,14 @@ kb patch node b-1 --subresource=status --type=merge -p '{"status":{"addresses":[
 # API server's URL, the token, the control CA and the dedicated namespace.
 NS_A=$("$E2E_DIR/clusternet-register.sh" cluster-a "$KC_A" "$SITEGRID_E2E_APISERVER") || fail "registering A"
 NS_B=$("$E2E_DIR/clusternet-register.sh" cluster-b "$KC_B" "$SITEGRID_E2E_APISERVER") || fail "registering B"
+# The managed clusters get the opt-in multi-cluster RBAC (deploy/multicluster: reading the
+# parent-cluster Secret in clusternet-system, which the registration made), also bound to the
+# controllers' user.
+for kc in "$KC_A" "$KC_B"; do
+    kubectl --kubeconfig "$kc" apply -k "$SITEGRID_E2E_ROOT/deploy/multicluster" >/dev/null || fail "deploy/multicluster in $kc"
+    kubectl --kubeconfig "$kc" -n clusternet-system patch rolebinding sitegrid-controller-parent-cluster --type=json \
+        -p '[{"op":"add","path":"/subjects/-","value":{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"sitegrid-controller"}}]' >/dev/null
+done
 [[ $NS_A =~ ^clusternet-[a-z0-9]{5}$ && $NS_B =~ ^clusternet-[a-z0-9]{5}$ && $NS_A != "$NS_B" ]] || fail "dedicated namespaces '$NS_A' '$NS_B'"
 for c in a b; do
     ns=NS_${c^^}
