@@ -288,6 +288,8 @@ node_pod_cgroup() { find "/sys/fs/cgroup/memory/$NODES_CGROUP/$1" -maxdepth 3 -t
 nodes_cleanup() {
     local node line nodes=()
     [[ -d $NODES_DIR ]] || return 0
+    # What the scenario's client pods wrote, kept with the logs.
+    cp "$NODES_DIR"/*/e2e/*.log "$SITEGRID_E2E_LOGS/" 2>/dev/null
     [[ -f $NODES_DIR/nodes ]] && mapfile -t nodes < <(awk '{print $1}' "$NODES_DIR/nodes")
     for node in "${nodes[@]}"; do
         node_kill "$node" 2>/dev/null

@@ -3,8 +3,8 @@
 # (containerd, runc, the CNI bridge; nodes.sh), and real packets that stay in their site.
 #
 #   - a plain control plane (this scenario resets the suite's, and puts the sample back
-#     at the end), three nodes: bj-1 and bj-2 (beijing), gz-1 (guangzhou), each in its
-#     own network namespace, all routed to each other;
+#     at the end), four nodes: bj-1 and bj-2 (beijing), gz-1 and gz-2 (guangzhou), each in
+#     its own network namespace, all routed to each other;
 #   - kube-proxy as kubeadm leaves it (DaemonSet, ConfigMap kube-proxy), then the README:
 #     certificates, CRDs, the seed's NodeUnits/NodeGroup, `kubectl apply -k` of the example
 #     overlay (imagePullPolicy Never: deploy/e2e/overlay), kube-proxy patched; every rollout
@@ -16,7 +16,8 @@
 #     the node's DNS server reading dnsd's file, and offline reboots of bj-2 with the
 #     DaemonSets and with deploy/static/'s static pods.
 # bj-2 is cordoned before the grids exist, so the app's beijing pods run on bj-1 and a
-# reboot of bj-2 takes none of them.
+# reboot of bj-2 takes none of them; guangzhou's spread over gz-1 and gz-2, so in-site
+# traffic crosses nodes there.
 # shellcheck shell=bash
 # (run.sh runs a scenario as an `if` condition, where bash ignores `set -e`: every step that
 # can fail says so with `|| fail`.)
@@ -28,7 +29,7 @@ SEEDS=$ROOT/controller/tests/fixtures
 trap 'nodes_cleanup' EXIT
 T0=$SECONDS
 
-# --- a plain cluster, three real nodes -------------------------------------------------
+# --- a plain cluster, four real nodes --------------------------------------------------
 
 "$E2E_DIR/cluster.sh" down >/dev/null 2>&1 || true
 "$E2E_DIR/cluster.sh" up >/dev/null 2>"$SITEGRID_E2E_LOGS/cluster-80.log" || fail "control plane: $(tail -3 "$SITEGRID_E2E_LOGS/cluster-80.log")"
@@ -39,12 +40,13 @@ mkdir -p "$WORK" "$NODES_DIR/images"
 node_add bj-1 192.0.2.11 10.0.11.0/24
 node_add bj-2 192.0.2.12 10.0.12.0/24
 node_add gz-1 192.0.2.21 10.0.21.0/24
+node_add gz-2 192.0.2.22 10.0.22.0/24
 node_routes
-for n in bj-1 bj-2 gz-1; do
+for n in bj-1 bj-2 gz-1 gz-2; do
     retry 60 exists node "$n" || fail "node $n never registered (kubelet-$n.log)"
 done
-kubectl wait --for=condition=Ready --timeout=60s node/bj-1 node/bj-2 node/gz-1 >/dev/null || fail "nodes not Ready"
-log "a plain control plane and three Ready nodes after $((SECONDS - T0)) s"
+kubectl wait --for=condition=Ready --timeout=60s node/bj-1 node/bj-2 node/gz-1 node/gz-2 >/dev/null || fail "nodes not Ready"
+log "a plain control plane and four Ready nodes after $((SECONDS - T0)) s"
 
 # --- kube-proxy as kubeadm 1.20 leaves it ---------------------------------------------
 # (cmd/kubeadm/app/phases/addons/proxy: ServiceAccount, binding to system:node-proxier,
@@ -140,7 +142,7 @@ CERTS=$WORK/deploy/overlays/example/certs
 "$SITEGRID_CERTS_BIN" client kube-proxy --user system:kube-proxy --out "$CERTS" >/dev/null || fail "sitegrid-certs client"
 # 3. Sites: the seed's NodeUnits by label (rack), NodeGroup location; the controller labels the nodes.
 kubectl label node bj-1 bj-2 rack=bj >/dev/null || fail "label rack=bj"
-kubectl label node gz-1 rack=gz >/dev/null || fail "label rack=gz"
+kubectl label node gz-1 gz-2 rack=gz >/dev/null || fail "label rack=gz"
 # The app's beijing pods all on bj-1: the reboots of bj-2 below take none of them.
 kubectl cordon bj-2 >/dev/null || fail "cordon bj-2"
 # 4. The CRDs first.
@@ -183,12 +185,13 @@ sitegrid_ready=$((SECONDS - applied))
 kubectl -n kube-system patch daemonset kube-proxy --patch-file "$WORK/deploy/kube-proxy/patch.yaml" >/dev/null || fail "the kube-proxy patch"
 kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=180s >/dev/null || fail "the patched kube-proxy never rolled out"
 location() { kubectl get nodes -L location --no-headers | awk '{print $1 "=" $NF}' | paste -sd' '; }
-expect_within 30 "nodes' location from the NodeUnits" "bj-1=beijing bj-2=beijing gz-1=guangzhou" location
+expect_within 30 "nodes' location from the NodeUnits" "bj-1=beijing bj-2=beijing gz-1=guangzhou gz-2=guangzhou" location
 for site in beijing guangzhou; do
     retry 60 bash -c "[[ \$(kubectl get deploy deploymentgrid-demo-$site -o jsonpath='{.status.readyReplicas}') == 2 ]]" ||
         fail "deploymentgrid-demo-$site: not 2 ready pods"
 done
 all_ready=$((SECONDS - applied))
+echo "figures: the app's pods: $(kubectl get pods -l appGrid=echo -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort | uniq -c | awk '{printf "%s%s x%s", sep, $2, $1; sep = ", "}')"
 not_ready=$(kubectl get pods -A --no-headers | awk '{split($3, r, "/"); if (r[1] != r[2] || $4 != "Running") print $1 "/" $2}')
 [[ -z $not_ready ]] || fail "pods not Ready: $not_ready"
 echo "figures: kubectl apply -k -> sitegrid's pods Ready ${sitegrid_ready} s; -> every pod Ready (patched kube-proxy, the grid's pods) ${all_ready} s"
@@ -220,7 +223,8 @@ expect_within 30 "bj-1's DNAT rules for servicegrid-demo-svc" "$(site_pod_ips be
 expect_within 30 "gz-1's DNAT rules for servicegrid-demo-svc" "$(site_pod_ips guangzhou)" dnat_targets sg-gz-1 servicegrid-demo-svc
 
 # client SITE NODE: a pod on NODE that asks both Services in turn, ten times a second (busybox's
-# nc: its static wget crashes resolving the port without NSS), and writes "SEQ grid|plain POD" (the pod that answered, or FAIL) to the node's /var/lib/sitegrid-e2e.
+# nc, 5 s at most a request: its static wget crashes resolving the port without NSS), and writes
+# "SEQ grid|plain POD TIME" (POD: the pod that answered, or FAIL) to the node's /var/lib/sitegrid-e2e.
 client() {
     kubectl apply -f - >/dev/null <<POD || fail "client pod $1"
 apiVersion: v1
@@ -242,8 +246,8 @@ spec:
       while :; do
         i=\$((i + 1))
         for s in grid=$GRID_IP plain=$PLAIN_IP; do
-          a=\$(printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 "\${s#*=}" 80 2>/dev/null | sed -n 's/^pod name: //p')
-          echo "\$i \${s%%=*} \${a:-FAIL}"
+          a=\$(printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 "\${s#*=}" 80 2>/dev/null | sed -n 's/^pod name: //p')
+          echo "\$i \${s%%=*} \${a:-FAIL} \$(date +%T)"
         done
         sleep 0.1
       done >>/out/client-$1.log
@@ -280,6 +284,10 @@ for site in beijing guangzhou; do
     ((bj > 0 && gz > 0)) || fail "$site: the plain Service answered from one site only (beijing $bj, guangzhou $gz): the nodes do not reach each other's pods"
 done
 
+# The controller and dnsd were refused nothing with their ServiceAccounts (their logs, on the nodes' disks).
+refused=$(cat "$NODES_DIR"/*/log-pods/kube-system_sitegrid-controller-*/*/*.log "$NODES_DIR"/*/log-pods/kube-system_sitegrid-dnsd-*/*/*.log 2>/dev/null | grep -i forbidden | head -3)
+[[ -z $refused ]] || fail "refused: $refused"
+
 # --- drills under traffic --------------------------------------------------------------------
 # drill_start / drill_end NAME: the grid answers of both clients in between, printed, and none
 # failed or from another site.
@@ -308,7 +316,7 @@ sleep 5
 drill_end "1 (proxy pod deleted)"
 
 # 3. A rolling update of the proxy to a new tag (README, "Upgrade": the overlay's images:).
-for n in bj-1 bj-2 gz-1; do
+for n in bj-1 bj-2 gz-1 gz-2; do
     node_ctr "$n" images tag "docker.io/sitegrid/sitegrid-proxy:$TAG" "docker.io/sitegrid/sitegrid-proxy:$TAG-e2e" >/dev/null || fail "tag on $n"
 done
 mkdir -p "$WORK/deploy/overlays/upgrade"
@@ -339,7 +347,7 @@ retry 90 bash -c "[[ \$(kubectl get deploy deploymentgrid-demo-beijing -o jsonpa
 ready_at=$SECONDS
 new=$(comm -13 <(echo "$before") <(kubectl get pods -l appGrid=echo -o name | sort) | sed 's|pod/||' | grep -- -beijing- | head -1)
 [[ -n $new ]] || fail "no new beijing pod"
-answered() { grep -q " grid $1\$" "$(client_log beijing)"; }
+answered() { grep -q " grid $1 " "$(client_log beijing)"; }
 retry 30 answered "$new" || fail "the new beijing pod $new got no request within 30 s of being Ready"
 echo "figures: drill 2, new beijing pod $new answered bj-1's client $((SECONDS - ready_at)) s after it was Ready"
 
@@ -395,6 +403,11 @@ kubectl delete -f "$SEEDS/seed000-06-statefulsetgrid.yaml" --wait=false >/dev/nu
 # Its pods leave the Services' endpoints once they are being deleted (the garbage collector, after the grid).
 live_ssg_pods() { kubectl get pods -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}' | awk '$1 ~ /^statefulsetgrid-demo-/ && NF == 1'; }
 expect_within 60 "the StatefulSetGrid's pods being deleted" "" live_ssg_pods
+# ... and the clients' nodes' rules no longer name them. (A request sent to one of them in between
+# may fail: the pod stops on SIGTERM while its removal is on its way to kube-proxy, as with any
+# Service whose pods have no preStop delay; it counts in no drill.)
+expect_within 30 "bj-1's rules without the StatefulSetGrid's pods" "$(site_pod_ips beijing)" dnat_targets sg-bj-1 servicegrid-demo-svc
+expect_within 30 "gz-1's rules without the StatefulSetGrid's pods" "$(site_pod_ips guangzhou)" dnat_targets sg-gz-1 servicegrid-demo-svc
 
 # --- offline reboots of bj-2 -----------------------------------------------------------------
 # reboot_offline NODE: the node loses power (every process killed, /run and its iptables rules
