@@ -16,7 +16,8 @@
 #   deploy/e2e/node-images.sh OUT [TAG]
 #
 # The first four are made once and cached in $SITEGRID_K8S_CACHE/images (kube-proxy's again
-# when install.sh rebuilt the binary); debootstrap reads the Debian mirror apt already uses.
+# when install.sh rebuilt the binary; delete the folder to remake them after changing this
+# script); debootstrap reads the Debian mirror apt already uses.
 # The sitegrid images are exported on every call (build them first; SITEGRID_IMAGES_SKIP_CARGO=1
 # deploy/images/build.sh reuses built binaries). Needs root.
 set -euo pipefail
