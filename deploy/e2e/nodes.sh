@@ -260,12 +260,13 @@ node_images_import() {
 }
 
 # node_power_off NODE: every process of NODE killed at once (containers included), then what a
-# reboot clears: /run (containerd's state, the pods' network namespaces), the pods' bridge and
-# every iptables rule of the namespace. The disk (/var/lib/..., /etc/...) stays.
+# reboot clears: its cgroups, /run (containerd's state, the pods' network namespaces), the pods'
+# bridge and every iptables rule of the namespace. The disk (/var/lib/..., /etc/...) stays.
 node_power_off() {
     local node=$1 dir=$NODES_DIR/$1 ns=sg-$1 table
     node_kill "$node" || fail "node $node does not stop"
     stop_group "node-$node"
+    node_cgroup_remove "$node"
     rm -rf "${dir:?}/run-containerd" "$dir/run-netns" && mkdir -p "$dir/run-containerd" "$dir/run-netns"
     ip -n "$ns" link del cni0 2>/dev/null || true
     for table in nat filter mangle raw; do

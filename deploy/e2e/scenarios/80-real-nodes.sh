@@ -437,8 +437,8 @@ expect_within 120 "bj-2 back online, DaemonSets: DNAT rules" "$beijing_targets" 
 # 4b. With deploy/static/: bj-2 labelled for static pods (the DaemonSets leave it), their files
 # on the node, the manifests in its kubelet's --pod-manifest-path.
 kubectl label node bj-2 sitegrid.io/static-pods=true >/dev/null || fail "label bj-2 for static pods"
-retry 60 bash -c "[[ -z \$(kubectl -n kube-system get pods -l 'app=sitegrid-proxy' --field-selector spec.nodeName=bj-2 -o name) && -z \$(kubectl -n kube-system get pods -l 'k8s-app=kube-proxy' --field-selector spec.nodeName=bj-2 -o name) ]]" ||
-    fail "the DaemonSets' pods stay on bj-2"
+ds_pods_on_bj2() { kubectl -n kube-system get pods -l app=sitegrid-proxy --field-selector spec.nodeName=bj-2 -o name; kubectl -n kube-system get pods -l k8s-app=kube-proxy --field-selector spec.nodeName=bj-2 -o name; }
+expect_within 120 "the DaemonSets' pods on bj-2 once it is labelled for static pods" "" ds_pods_on_bj2
 ETC=$NODES_DIR/bj-2/etc-sitegrid
 mkdir -p "$ETC/tls" "$ETC/kube-proxy" "$ETC/kube-proxy-config"
 install -m 0440 -g 65532 "$CERTS/server.crt" "$ETC/tls/tls.crt"
