@@ -30,7 +30,7 @@ use super::routing::{route, Route};
 use super::table::TableRequest;
 use super::watch::{self, Objects};
 use super::write::{not_found, UpdateMode};
-use super::{Body, RequestRecord, Shared};
+use super::{Body, Profile, RequestRecord, Shared};
 use sitegrid_apimachinery::negotiate::Format;
 
 /// Largest request body accepted, as kube-apiserver's 3 MiB limit.
@@ -175,7 +175,10 @@ where
     let get = method == Method::GET || method == Method::HEAD;
     match route {
         Route::Root if get => Ok(value_response(StatusCode::OK, &discovery::root(resources))),
-        Route::Version if get => Ok(value_response(StatusCode::OK, &discovery::version())),
+        Route::Version if get => Ok(value_response(
+            StatusCode::OK,
+            &discovery::version(shared.profile.version),
+        )),
         Route::Health if get => {
             let mut resp = json_response(StatusCode::OK, Bytes::from_static(b"ok"));
             resp.headers_mut().insert(
@@ -417,6 +420,7 @@ impl Read<'_> {
         opts: &ListOptions,
     ) -> Result<Response<Body>, Status> {
         let rt = self.rt;
+        let opts = &release_options(shared.profile, opts)?;
         let filter = Filter::new(
             rt,
             self.namespace,
@@ -449,6 +453,21 @@ impl Read<'_> {
         };
         Ok(json_response(StatusCode::OK, body))
     }
+}
+
+/// `opts` as the played release takes them: from 1.31 on, defaulted
+/// (WatchList gate on: a watch from "" or "0" is a watch-list) and
+/// validated (`422`) before selectors are looked at, as kube-apiserver's
+/// `ListResource` handler does.
+fn release_options(profile: Profile, opts: &ListOptions) -> Result<ListOptions, Status> {
+    let mut opts = opts.clone();
+    if profile.validates_watch_list_options() {
+        if profile.watch_list {
+            opts.set_watch_list_defaults();
+        }
+        opts.validate(profile.watch_list)?;
+    }
+    Ok(opts)
 }
 
 /// How a watch sends objects for `output`; `None` for `as=PartialObjectMetadataList`,
