@@ -30,7 +30,7 @@ use super::routing::{route, Route};
 use super::table::TableRequest;
 use super::watch::{self, Objects};
 use super::write::{not_found, UpdateMode};
-use super::{Body, Profile, RequestRecord, Shared};
+use super::{Body, RequestRecord, Shared};
 use sitegrid_apimachinery::negotiate::Format;
 
 /// Largest request body accepted, as kube-apiserver's 3 MiB limit.
@@ -420,7 +420,7 @@ impl Read<'_> {
         opts: &ListOptions,
     ) -> Result<Response<Body>, Status> {
         let rt = self.rt;
-        let opts = &release_options(shared.profile, opts)?;
+        let opts = &opts.for_release(shared.profile)?;
         let filter = Filter::new(
             rt,
             self.namespace,
@@ -453,21 +453,6 @@ impl Read<'_> {
         };
         Ok(json_response(StatusCode::OK, body))
     }
-}
-
-/// `opts` as the played release takes them: from 1.31 on, defaulted
-/// (WatchList gate on: a watch from "" or "0" is a watch-list) and
-/// validated (`422`) before selectors are looked at, as kube-apiserver's
-/// `ListResource` handler does.
-fn release_options(profile: Profile, opts: &ListOptions) -> Result<ListOptions, Status> {
-    let mut opts = opts.clone();
-    if profile.validates_watch_list_options() {
-        if profile.watch_list {
-            opts.set_watch_list_defaults();
-        }
-        opts.validate(profile.watch_list)?;
-    }
-    Ok(opts)
 }
 
 /// How a watch sends objects for `output`; `None` for `as=PartialObjectMetadataList`,

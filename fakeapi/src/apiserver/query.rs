@@ -4,6 +4,8 @@
 use sitegrid_apimachinery::status::StatusCause;
 use sitegrid_apimachinery::Status;
 
+use super::version::Profile;
+
 /// Decoded `key=value` pairs of a raw query (`application/x-www-form-urlencoded`).
 pub(crate) fn parse_pairs(raw: &str) -> Vec<(String, String)> {
     form_urlencoded::parse(raw.as_bytes())
@@ -105,6 +107,21 @@ impl ListOptions {
                 "resourceVersion: Invalid value: \"{rv}\": strconv.ParseUint: parsing \"{rv}\": {why}"
             ))
         })
+    }
+
+    /// The options as the played release takes them: from 1.31 on,
+    /// defaulted (WatchList gate on: a watch from "" or "0" is a watch-list)
+    /// and validated (`422`) before selectors are looked at, as
+    /// kube-apiserver's `ListResource` handler does; 1.20 as they are.
+    pub fn for_release(&self, profile: Profile) -> Result<ListOptions, Status> {
+        let mut opts = self.clone();
+        if profile.validates_watch_list_options() {
+            if profile.watch_list {
+                opts.set_watch_list_defaults();
+            }
+            opts.validate(profile.watch_list)?;
+        }
+        Ok(opts)
     }
 
     /// `sendInitialEvents=true` as this server read it when it played only
