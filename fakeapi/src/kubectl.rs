@@ -56,6 +56,8 @@ pub fn release_binary(release: &str) -> Result<PathBuf, String> {
 #[derive(Debug, Clone)]
 pub struct Kubectl {
     binary: OsString,
+    /// How to provide `binary` when it cannot be run.
+    missing: String,
     server: String,
     home: Arc<Home>,
     flags: Vec<OsString>,
@@ -111,6 +113,8 @@ impl Kubectl {
         }
         Kubectl {
             binary: binary(),
+            missing: "install kubectl (.ci/run finds or installs one) or set $KUBECTL to its path"
+                .into(),
             server: server.into(),
             home: Arc::new(Home(home)),
             flags: Vec::new(),
@@ -127,6 +131,10 @@ impl Kubectl {
         match release_binary(release) {
             Ok(path) => Kubectl {
                 binary: path.into_os_string(),
+                missing: format!(
+                    "a kubectl {release}: set $KUBECTL_{} to one",
+                    release.replace('.', "_")
+                ),
                 ..Kubectl::new(server)
             },
             Err(why) => panic!("this test uses the real kubectl {release} as its client: {why}"),
@@ -186,9 +194,8 @@ impl Kubectl {
                 stderr: String::from_utf8_lossy(&stderr).into_owned(),
             },
             Err(e) => panic!(
-                "cannot run {:?} ({e}): this test uses the real kubectl as its client; \
-                 install kubectl (.ci/run finds or installs one) or set $KUBECTL to its path",
-                self.binary
+                "cannot run {:?} ({e}): this test uses the real kubectl as its client; {}",
+                self.binary, self.missing
             ),
         }
     }
