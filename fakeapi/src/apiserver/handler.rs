@@ -175,7 +175,10 @@ where
     let get = method == Method::GET || method == Method::HEAD;
     match route {
         Route::Root if get => Ok(value_response(StatusCode::OK, &discovery::root(resources))),
-        Route::Version if get => Ok(value_response(StatusCode::OK, &discovery::version())),
+        Route::Version if get => Ok(value_response(
+            StatusCode::OK,
+            &discovery::version(shared.profile.version),
+        )),
         Route::Health if get => {
             let mut resp = json_response(StatusCode::OK, Bytes::from_static(b"ok"));
             resp.headers_mut().insert(
@@ -417,6 +420,7 @@ impl Read<'_> {
         opts: &ListOptions,
     ) -> Result<Response<Body>, Status> {
         let rt = self.rt;
+        let opts = &opts.for_release(shared.profile)?;
         let filter = Filter::new(
             rt,
             self.namespace,
