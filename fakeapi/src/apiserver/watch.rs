@@ -1,5 +1,5 @@
 //! WATCH: newline-delimited JSON events, as kube-apiserver 1.20 streams them,
-//! of whole objects or of their metadata only ([`Objects`]); on releases with
+//! of whole objects, of their metadata only or as Tables ([`Objects`]); on releases with
 //! the WatchList gate, also watch-list requests (`sendInitialEvents=true`):
 //! the current objects as ADDED, then a BOOKMARK annotated
 //! `k8s.io/initial-events-end: "true"` at the state's resourceVersion, then
@@ -32,6 +32,7 @@ use super::object::{bookmark_metadata, encode_typed, random_u64, Obj};
 use super::query::{ListOptions, ReadAt};
 use super::resource::ResourceType;
 use super::store::{encode_frame, Event, EventType};
+use super::table::TableRequest;
 use super::version::Profile;
 use super::{Body, Shared};
 
@@ -42,38 +43,86 @@ pub(crate) enum Objects {
     Full,
     /// `PartialObjectMetadata`.
     Metadata,
+    /// One Table per event (`kubectl get --watch`); only the first carries
+    /// the column definitions, as kube-apiserver's watch encoder sends them.
+    Table {
+        request: TableRequest,
+        columns_sent: bool,
+    },
 }
 
 impl Objects {
+    /// A Table watch answering `request`.
+    pub(crate) fn table(request: TableRequest) -> Objects {
+        Objects::Table {
+            request,
+            columns_sent: false,
+        }
+    }
+
     /// The form egress is counted in.
     pub(crate) fn form(self) -> Form {
         match self {
             Objects::Full => Form::Full,
             Objects::Metadata => Form::Metadata,
+            Objects::Table { .. } => Form::Table,
         }
     }
 
     /// The frame of event type `ty` carrying `obj`.
-    fn frame(self, ty: &str, rt: &ResourceType, obj: &Obj) -> Bytes {
+    fn frame(&mut self, ty: &str, rt: &ResourceType, obj: &Obj) -> Bytes {
         match self {
             Objects::Full => encode_frame(ty, rt, obj),
             Objects::Metadata => metadata::frame(ty, obj),
+            Objects::Table { .. } => {
+                let mut out = Vec::new();
+                self.push_frame(ty, rt, obj, &mut out);
+                Bytes::from(out)
+            }
         }
     }
 
-    /// The frame of `ev` as it happened, shared by every watcher of this form.
-    fn shared_frame(self, ev: &Event) -> Bytes {
+    /// Append the frame of event type `ty` carrying `obj`.
+    fn push_frame(&mut self, ty: &str, rt: &ResourceType, obj: &Obj, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(ty.as_bytes());
+        out.extend_from_slice(b"\",\"object\":");
+        match self {
+            Objects::Full => obj.encode_typed(rt, out),
+            Objects::Metadata => metadata::push_object(obj, out),
+            Objects::Table {
+                request,
+                columns_sent,
+            } => {
+                request.push_event_table(rt, obj, !*columns_sent, out);
+                *columns_sent = true;
+            }
+        }
+        out.extend_from_slice(b"}\n");
+    }
+
+    /// The frame of `ev` as it happened, shared by every watcher of this form
+    /// (Tables are per watcher: their rows carry the age at sending).
+    fn shared_frame(&mut self, rt: &ResourceType, ev: &Event) -> Bytes {
         match self {
             Objects::Full => ev.frame.clone(),
             Objects::Metadata => ev.meta_frame(|ev| metadata::frame(ev.ty.as_str(), &ev.object)),
+            Objects::Table { .. } => self.frame(ev.ty.as_str(), rt, &ev.object),
         }
     }
 
-    /// A BOOKMARK frame whose object has `metadata`.
-    fn bookmark(self, rt: &ResourceType, metadata: &str) -> Bytes {
+    /// A BOOKMARK frame at `rv` whose object has `metadata`; in a Table
+    /// watch, a Table without rows at `rv`.
+    fn bookmark(&self, rt: &ResourceType, rv: u64, metadata: &str) -> Bytes {
         match self {
             Objects::Full => bookmark_frame(rt, metadata),
             Objects::Metadata => metadata::bookmark_frame(metadata),
+            Objects::Table { request, .. } => {
+                let mut out = b"{\"type\":\"BOOKMARK\",\"object\":".to_vec();
+                request.push_bookmark_table(rv, &mut out);
+                out.extend_from_slice(b"}\n");
+                Bytes::from(out)
+            }
         }
     }
 }
@@ -102,21 +151,26 @@ fn error_frame(status: &Status) -> Bytes {
 /// `objects` says. With selectors, an object that stops matching is DELETED
 /// (old content, new resourceVersion) and one that starts matching is ADDED
 /// (reference §5).
-fn frame_for(rt: &ResourceType, filter: &Filter, objects: Objects, ev: &Event) -> Option<Bytes> {
+fn frame_for(
+    rt: &ResourceType,
+    filter: &Filter,
+    objects: &mut Objects,
+    ev: &Event,
+) -> Option<Bytes> {
     if let Some(ns) = &filter.namespace {
         if &ev.object.namespace != ns {
             return None;
         }
     }
     if !filter.has_selectors() {
-        return Some(objects.shared_frame(ev));
+        return Some(objects.shared_frame(rt, ev));
     }
     let now = filter.matches(&ev.object);
     let before = ev.prev.as_deref().is_some_and(|p| filter.matches(p));
     match (ev.ty, before, now) {
         (EventType::Added, _, true)
         | (EventType::Deleted, _, true)
-        | (EventType::Modified, true, true) => Some(objects.shared_frame(ev)),
+        | (EventType::Modified, true, true) => Some(objects.shared_frame(rt, ev)),
         (EventType::Modified, false, true) => Some(objects.frame("ADDED", rt, &ev.object)),
         (EventType::Modified, true, false) => ev
             .prev
@@ -205,7 +259,7 @@ impl Watcher {
                 }
                 Step::Event(ev) if ev.rv <= self.after => {}
                 Step::Event(ev) => {
-                    if let Some(frame) = frame_for(&self.rt, &self.filter, self.objects, &ev) {
+                    if let Some(frame) = frame_for(&self.rt, &self.filter, &mut self.objects, &ev) {
                         self.last_sent = self.last_sent.max(ev.rv);
                         return Some(frame);
                     }
@@ -218,7 +272,7 @@ impl Watcher {
                     if let Some(rv) = rv.filter(|rv| *rv > self.last_sent) {
                         self.last_sent = rv;
                         let meta = bookmark_metadata(rv, self.null_creation_timestamp, false);
-                        return Some(self.objects.bookmark(&self.rt, &meta));
+                        return Some(self.objects.bookmark(&self.rt, rv, &meta));
                     }
                 }
             }
@@ -300,7 +354,7 @@ pub(crate) fn watch(
     shared: &Arc<Shared>,
     rt: &ResourceType,
     filter: Filter,
-    objects: Objects,
+    mut objects: Objects,
     opts: &ListOptions,
 ) -> Result<Body, Status> {
     let profile = shared.profile;
@@ -336,11 +390,11 @@ pub(crate) fn watch(
         Begin::Current(objs, rv, end) => {
             let mut out = Vec::new();
             for obj in objs.iter().filter(|o| filter.matches(o)) {
-                push_added(rt, objects, obj, &mut out);
+                objects.push_frame("ADDED", rt, obj, &mut out);
             }
             if end {
                 let meta = bookmark_metadata(rv, null_creation_timestamp, true);
-                out.extend_from_slice(&objects.bookmark(rt, &meta));
+                out.extend_from_slice(&objects.bookmark(rt, rv, &meta));
             }
             (Phase::Initial(Bytes::from(out)), rv)
         }
@@ -356,7 +410,7 @@ pub(crate) fn watch(
             let mut out = Vec::new();
             for frame in events
                 .iter()
-                .filter_map(|ev| frame_for(rt, &filter, objects, ev))
+                .filter_map(|ev| frame_for(rt, &filter, &mut objects, ev))
             {
                 out.extend_from_slice(&frame);
             }
@@ -399,16 +453,6 @@ pub(crate) fn watch(
         Some((Ok::<_, Infallible>(Frame::data(chunk)), w))
     });
     Ok(StreamBody::new(stream.boxed()).boxed_unsync())
-}
-
-/// Append the synthetic ADDED frame of `obj`.
-fn push_added(rt: &ResourceType, objects: Objects, obj: &Obj, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"{\"type\":\"ADDED\",\"object\":");
-    match objects {
-        Objects::Full => obj.encode_typed(rt, out),
-        Objects::Metadata => metadata::push_object(obj, out),
-    }
-    out.extend_from_slice(b"}\n");
 }
 
 #[cfg(test)]
