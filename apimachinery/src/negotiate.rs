@@ -79,6 +79,13 @@ pub fn negotiate(accept: Option<&str>) -> Option<Format> {
     best(accept, |r| r.format())
 }
 
+/// The best representation in `Accept` other than protobuf, for an answer
+/// that cannot be written in protobuf; `None` when protobuf is all the
+/// client takes.
+pub fn negotiate_except_protobuf(accept: Option<&str>) -> Option<Format> {
+    best(accept, |r| r.format().filter(|f| *f != Format::Protobuf))
+}
+
 /// The representation of an error `Status` for this `Accept`: JSON or
 /// protobuf, passing over `as=` ranges (a Status is not a Table). `None` when
 /// no range fits: kube-apiserver then writes indented JSON.

@@ -42,6 +42,21 @@ impl ResourceKind {
     /// `--on-demand` says: not every API server has them.
     pub const ONLY_ON_DEMAND: [ResourceKind; 1] = [ResourceKind::ServiceCidrs];
 
+    /// The fields of `value` (an object of this kind, either version) that
+    /// its protobuf message has no place for; an error if it does not read
+    /// as this kind at all (see [`protobuf::unknown_fields`]).
+    pub fn unknown_fields(
+        self,
+        value: &serde_json::Value,
+    ) -> Result<Vec<String>, protobuf::EncodeError> {
+        // Both versions of a kind are read with the same types.
+        let served = Served {
+            kind: self,
+            version: ApiVersion::V1,
+        };
+        protobuf::unknown_fields(served.message(), value)
+    }
+
     /// The kind whose plural is `plural` (`services`).
     pub fn from_plural(plural: &str) -> Option<ResourceKind> {
         ResourceKind::ALL.into_iter().find(|k| k.plural() == plural)

@@ -43,7 +43,10 @@ mod watchers;
 mod writer;
 
 use std::{
-    sync::{Arc, OnceLock},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, OnceLock,
+    },
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
@@ -138,6 +141,10 @@ struct Shared {
     node_scopes: parking_lot::RwLock<NodeScopes>,
     /// How this cache's encodings are kept compact; its views read back through it.
     codec: Arc<Codec>,
+    /// Kinds that have held an object with fields the protobuf encoder does
+    /// not know (see [`Cache::protobuf_complete`]); never cleared while the
+    /// process runs.
+    protobuf_lossy: PerKind<AtomicBool>,
 }
 
 /// An empty cache whose versions start now, and the one slot its writer comes from.
@@ -176,6 +183,9 @@ pub fn open(config: CacheConfig, opened: persist::Opened) -> (Cache, WriterSlot)
     shared.persist.loaded(restored.written);
     for (kind, entry) in restored.kinds.into_entries() {
         if let Some(k) = entry {
+            if let Some((key, fields)) = &k.protobuf_lossy {
+                Cache(shared.clone()).protobuf_lossy(kind, key, fields);
+            }
             shared.stores[kind].restore(StoreExport {
                 objects: k.objects,
                 log: k.log,
@@ -222,6 +232,7 @@ fn build(
         persist: persist::PersistStatus::default(),
         node_scopes: parking_lot::RwLock::default(),
         codec,
+        protobuf_lossy: PerKind::default(),
     })
 }
 
@@ -239,6 +250,30 @@ impl Cache {
     /// Records the scopes the writer has been given in full.
     pub fn set_node_scopes(&self, scopes: NodeScopes) {
         *self.0.node_scopes.write() = scopes;
+    }
+
+    /// Whether every object of `kind` the cache has held could be encoded
+    /// in protobuf without losing a field. Once one could not (a field of an
+    /// API version newer than the encoder's types), protobuf clients that
+    /// also take JSON get JSON for this kind, and open protobuf watches end
+    /// before its next event, until the process restarts: an object must not
+    /// be served as if complete without some of its fields.
+    pub fn protobuf_complete(&self, kind: ResourceKind) -> bool {
+        !self.0.protobuf_lossy[kind].load(Ordering::Acquire)
+    }
+
+    /// Records that `key` of `kind` has `fields` the protobuf encoder does
+    /// not know (logged the first time for the kind).
+    pub(crate) fn protobuf_lossy(&self, kind: ResourceKind, key: &str, fields: &[String]) {
+        if !self.0.protobuf_lossy[kind].swap(true, Ordering::AcqRel) {
+            tracing::warn!(
+                resource = %kind,
+                %key,
+                fields = %fields.join(","),
+                "an object has fields this proxy cannot write in protobuf; its kind is served \
+                 in JSON from now on, also to clients that prefer protobuf (they accept JSON too)"
+            );
+        }
     }
 
     /// The store of one resource.

@@ -82,19 +82,52 @@ pub fn message(kind: Kind, json: &[u8]) -> Result<Vec<u8>, EncodeError> {
 /// on JSON that is already parsed and without encoding anything (a cache
 /// checks every object it takes in, and has parsed it anyway).
 pub fn readable(kind: Kind, value: &serde_json::Value) -> Result<(), EncodeError> {
-    use serde::Deserialize;
-    match kind {
-        Kind::Service => drop(k8s_openapi::api::core::v1::Service::deserialize(value)?),
-        Kind::Endpoints => drop(k8s_openapi::api::core::v1::Endpoints::deserialize(value)?),
-        Kind::Node => drop(k8s_openapi::api::core::v1::Node::deserialize(value)?),
-        Kind::EndpointSliceV1 | Kind::EndpointSliceV1beta1 => {
-            drop(discovery::Slice::deserialize(value)?)
+    unknown_fields(kind, value).map(drop)
+}
+
+/// The fields of `value` that `kind`'s message has no place for, as paths
+/// (`spec.someNewField`, `endpoints.0.hints.forRegions`): fields of API
+/// versions newer than the types this library is built with, which
+/// [`message`] would silently drop. Empty when the encoding is complete.
+/// Errors as [`readable`].
+pub fn unknown_fields(kind: Kind, value: &serde_json::Value) -> Result<Vec<String>, EncodeError> {
+    use k8s_openapi::api::{core::v1 as core_v1, networking::v1 as networking_v1};
+    let mut unknown = Vec::new();
+    let note = |path: serde_ignored::Path<'_>| {
+        // serde_ignored writes `?` for each `Option` passed through.
+        let path = path
+            .to_string()
+            .split('.')
+            .filter(|segment| *segment != "?")
+            .collect::<Vec<_>>()
+            .join(".");
+        // The envelope's fields: the message carries them in `runtime.Unknown`.
+        if path != "kind" && path != "apiVersion" {
+            unknown.push(path);
         }
-        Kind::ServiceCidrV1 | Kind::ServiceCidrV1beta1 => drop(
-            k8s_openapi::api::networking::v1::ServiceCIDR::deserialize(value)?,
-        ),
+    };
+    match kind {
+        Kind::Service => drop(serde_ignored::deserialize::<_, _, core_v1::Service>(
+            value, note,
+        )?),
+        Kind::Endpoints => drop(serde_ignored::deserialize::<_, _, core_v1::Endpoints>(
+            value, note,
+        )?),
+        Kind::Node => drop(serde_ignored::deserialize::<_, _, core_v1::Node>(
+            value, note,
+        )?),
+        Kind::EndpointSliceV1 | Kind::EndpointSliceV1beta1 => {
+            drop(serde_ignored::deserialize::<_, _, discovery::Slice>(
+                value, note,
+            )?)
+        }
+        Kind::ServiceCidrV1 | Kind::ServiceCidrV1beta1 => drop(serde_ignored::deserialize::<
+            _,
+            _,
+            networking_v1::ServiceCIDR,
+        >(value, note)?),
     }
-    Ok(())
+    Ok(unknown)
 }
 
 /// Appends a length-delimited field `tag` holding `len` bytes (the bytes follow).

@@ -296,3 +296,48 @@ fn service_cidrs_carry_their_cidrs_and_conditions_in_both_versions() {
         ["kubernetes", "10.96.0.0/16,fd00:10:96::/112", "90s"]
     );
 }
+
+/// `unknown_fields` names exactly the fields protobuf would drop: none for
+/// kube-apiserver's own objects nor for the 1.29–1.33 fields kube-proxy
+/// reads (hints for zones and nodes, serving/terminating, traffic
+/// distribution, IP families, internal traffic policy); the path of a field
+/// no type here has.
+#[test]
+fn unknown_fields_are_the_ones_protobuf_would_drop() {
+    for (name, kind) in [
+        ("endpoints-list.json", Kind::Endpoints),
+        ("endpointslices-list.json", Kind::EndpointSliceV1beta1),
+        ("services-list.json", Kind::Service),
+        ("nodes-list.json", Kind::Node),
+    ] {
+        for item in golden_json(name)["items"].as_array().unwrap() {
+            let unknown = protobuf::unknown_fields(kind, item).unwrap();
+            assert!(unknown.is_empty(), "{name}: {unknown:?}");
+        }
+    }
+    let slice = serde_json::json!({
+        "kind": "EndpointSlice", "apiVersion": "discovery.k8s.io/v1",
+        "metadata": {"name": "s", "namespace": "default"}, "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.1"],
+            "conditions": {"ready": true, "serving": true, "terminating": false},
+            "hints": {"forZones": [{"name": "a"}], "forNodes": [{"name": "n"}]}}],
+    });
+    assert_eq!(
+        protobuf::unknown_fields(Kind::EndpointSliceV1, &slice).unwrap(),
+        Vec::<String>::new()
+    );
+    let service = serde_json::json!({
+        "metadata": {"name": "svc"},
+        "spec": {"ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+            "internalTrafficPolicy": "Local", "trafficDistribution": "PreferClose"},
+    });
+    assert!(protobuf::unknown_fields(Kind::Service, &service)
+        .unwrap()
+        .is_empty());
+    let mut future = slice.clone();
+    future["endpoints"][0]["hints"]["forRegions"] = serde_json::json!([{"name": "r"}]);
+    future["futureTop"] = serde_json::json!(true);
+    let mut got = protobuf::unknown_fields(Kind::EndpointSliceV1, &future).unwrap();
+    got.sort();
+    assert_eq!(got, ["endpoints.0.hints.forRegions", "futureTop"]);
+}

@@ -42,7 +42,7 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sitegrid_apimachinery::duration::format_system_time;
 use sitegrid_runtime::fs::AtomicFile;
 use tracing::{debug, info, warn};
@@ -111,6 +111,9 @@ pub struct RestoredKind {
     pub compacted_rv: u64,
     /// The newest version of this kind.
     pub last_rv: u64,
+    /// The first object found with fields the protobuf encoder does not
+    /// know, and those fields (see `Cache::protobuf_complete`).
+    pub protobuf_lossy: Option<(String, Vec<String>)>,
 }
 
 /// Opens `dir` for node `node`: creates it if needed, checks that snapshots
@@ -214,9 +217,17 @@ impl Restored {
 impl RestoredKind {
     fn decode(codec: &Codec, kind: ResourceKind, k: KindSnapshot) -> Result<RestoredKind, String> {
         let what = &k.resource;
+        let mut protobuf_lossy = None;
+        let mut view_of = |body: &str| {
+            let (view, unknown) = view_of(codec, kind, body)?;
+            if protobuf_lossy.is_none() && !unknown.is_empty() {
+                protobuf_lossy = Some((view.key().to_owned(), unknown));
+            }
+            Ok::<_, String>(view)
+        };
         let mut objects = Vec::with_capacity(k.objects.len());
         for body in &k.objects {
-            let view = view_of(codec, kind, &body.as_str()).map_err(|e| format!("{what}: {e}"))?;
+            let view = view_of(&body.as_str()).map_err(|e| format!("{what}: {e}"))?;
             if view.rv > k.last_rv {
                 return Err(format!("{what}: {} is newer than the resource", view.key()));
             }
@@ -230,9 +241,8 @@ impl RestoredKind {
                 return Err(format!("{what}: logged versions out of order"));
             }
             after = e.rv;
-            let object = Arc::new(
-                view_of(codec, kind, &e.object.as_str()).map_err(|err| format!("{what}: {err}"))?,
-            );
+            let object =
+                Arc::new(view_of(&e.object.as_str()).map_err(|err| format!("{what}: {err}"))?);
             let event_type = match &*e.event_type {
                 "ADDED" => EventType::Added,
                 "MODIFIED" => EventType::Modified,
@@ -242,7 +252,7 @@ impl RestoredKind {
             let prev = match (&e.prev, event_type) {
                 (_, EventType::Added) => None,
                 (Some(body), _) => Some(Arc::new(
-                    view_of(codec, kind, &body.as_str()).map_err(|err| format!("{what}: {err}"))?,
+                    view_of(&body.as_str()).map_err(|err| format!("{what}: {err}"))?,
                 )),
                 (None, _) => Some(
                     last.get(object.key())
@@ -258,21 +268,27 @@ impl RestoredKind {
             log,
             compacted_rv: k.compacted_rv,
             last_rv: k.last_rv,
+            protobuf_lossy,
         })
     }
 }
 
-/// A served body of `kind` back as a view, at the resourceVersion it carries.
-fn view_of(codec: &Codec, kind: ResourceKind, body: &str) -> Result<View, String> {
-    let map: Map<String, Value> =
+/// A served body of `kind` back as a view, at the resourceVersion it
+/// carries, and the fields of it the protobuf encoder does not know.
+fn view_of(codec: &Codec, kind: ResourceKind, body: &str) -> Result<(View, Vec<String>), String> {
+    let value: Value =
         serde_json::from_str(body).map_err(|e| format!("a body is not a JSON object: {e}"))?;
+    let Value::Object(map) = &value else {
+        return Err("a body is not a JSON object".to_owned());
+    };
     let rv = map
         .get("metadata")
         .and_then(|m| m.get("resourceVersion"))
         .and_then(Value::as_str)
         .and_then(|s| s.parse().ok())
         .ok_or("a body has no resourceVersion")?;
-    Ok(View::new(codec, kind, &map, rv))
+    let unknown = kind.unknown_fields(&value).map_err(|e| e.to_string())?;
+    Ok((View::new(codec, kind, map, rv), unknown))
 }
 
 /// What the writer captures for one snapshot: reference-counted views,
@@ -498,6 +514,23 @@ mod tests {
         assert_eq!((k.objects.len(), k.log.len()), (1, 2));
         // The second event's previous state is the first event's object.
         assert_eq!(k.log[1].prev.as_ref().map(|p| p.rv), Some(12));
+    }
+
+    /// A restart keeps serving a kind in JSON only if an object restored
+    /// has fields protobuf would drop.
+    #[test]
+    fn restored_objects_with_fields_protobuf_would_drop_are_noted() {
+        let future = r#"{"metadata":{"name":"b","namespace":"default","resourceVersion":"16"},"spec":{"futureField":1}}"#;
+        let s = snapshot(services(vec![body("a", 15), future.into()], vec![]));
+        let restored = loaded(&s).unwrap();
+        let k = restored.kinds[ResourceKind::Services].as_ref().unwrap();
+        assert_eq!(
+            k.protobuf_lossy,
+            Some(("default/b".to_owned(), vec!["spec.futureField".to_owned()]))
+        );
+        let s = snapshot(services(vec![body("a", 15)], vec![]));
+        let k = &loaded(&s).unwrap().kinds[ResourceKind::Services];
+        assert_eq!(k.as_ref().unwrap().protobuf_lossy, None);
     }
 
     /// Checksummed but inconsistent content is refused whole, with the reason.

@@ -9,12 +9,11 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
-use sitegrid_apimachinery::protobuf;
 use tracing::{debug, info, warn};
 
 use super::Writer;
 use crate::{
-    kind::{PerKind, ResourceKind, Served},
+    kind::{PerKind, ResourceKind},
     UpstreamObject,
 };
 
@@ -46,12 +45,12 @@ impl Writer {
         }
         let value: Value = serde_json::from_str(obj.raw.get()).map_err(|e| e.to_string())?;
         // Read with the typed (k8s-openapi) struct the protobuf encoder
-        // uses, as every client will: what it refuses, they would.
-        let served = Served {
-            kind,
-            version: self.cache.native(kind),
-        };
-        protobuf::readable(served.message(), &value).map_err(|e| e.to_string())?;
+        // uses, as every client will: what it refuses, they would. What it
+        // does not know, protobuf would drop.
+        let unknown = kind.unknown_fields(&value).map_err(|e| e.to_string())?;
+        if !unknown.is_empty() {
+            self.cache.protobuf_lossy(kind, &obj.key(), &unknown);
+        }
         Ok(value)
     }
 

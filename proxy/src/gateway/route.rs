@@ -228,10 +228,15 @@ fn cached(target: Target, raw_query: &str, parts: &Parts) -> Result<CachedReques
         (Some(name), false) => Verb::Get { name },
         (None, false) => Verb::List(list(served.kind, namespace.clone(), &q).map_err(rejected)?),
     };
+    let instead_of_protobuf = match format {
+        Format::Protobuf => negotiate::negotiate_except_protobuf(accept),
+        _ => None,
+    };
     Ok(CachedRequest {
         served,
         namespace,
         format,
+        instead_of_protobuf,
         errors,
         pretty: q.pretty || pretty_user_agent(ua),
         verb,

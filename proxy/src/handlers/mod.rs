@@ -45,11 +45,17 @@ impl Default for HandlerSettings {
 pub async fn handle(
     cache: &Cache,
     settings: &HandlerSettings,
-    req: CachedRequest,
+    mut req: CachedRequest,
     closing: &CancellationToken,
 ) -> Response<Body> {
     if let Err(status) = available(cache, settings, &req).await {
         return response::status_as(&status, req.errors);
+    }
+    if req.format == Format::Protobuf && !cache.protobuf_complete(req.served.kind) {
+        match req.instead_of_protobuf {
+            Some(format) => req.format = format,
+            None => return response::status_as(&incomplete_in_protobuf(&req), req.errors),
+        }
     }
     let (format, errors, pretty) = (req.format, req.errors, req.pretty);
     let result = match &req.verb {
@@ -110,6 +116,16 @@ async fn available(
             1,
         )),
     }
+}
+
+/// The 406 of a client that takes protobuf only, for a kind the cache
+/// cannot write completely in protobuf.
+fn incomplete_in_protobuf(req: &CachedRequest) -> Status {
+    Status::not_acceptable(format!(
+        "sitegrid-proxy holds {} with fields it cannot write in protobuf (newer than its \
+         Kubernetes types); it serves them in JSON only: accept application/json",
+        req.served.kind
+    ))
 }
 
 /// `Retry-After` of a request answered at once because the upstream is

@@ -23,6 +23,9 @@ pub struct CachedRequest {
     pub namespace: Option<String>,
     /// The representation negotiated from `Accept`.
     pub format: Format,
+    /// For a protobuf request, what else `Accept` takes (for a kind the
+    /// cache cannot write completely in protobuf); `None` if nothing.
+    pub instead_of_protobuf: Option<Format>,
     /// How errors are written, negotiated from `Accept` too.
     pub errors: StatusEncoding,
     /// Indented JSON (`?pretty=true`, or curl/wget/a browser, as kube-apiserver does).

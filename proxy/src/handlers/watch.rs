@@ -282,6 +282,7 @@ impl Watcher {
         if event.rv <= self.last_rv {
             return Ok(());
         }
+        self.still_complete()?;
         // Dealt with, even if the selectors skip it: a quiet filtered watch is not behind.
         self.registered.set_sent(event.rv);
         let (filter, codec) = (&self.options.filter, self.cache.codec());
@@ -317,6 +318,18 @@ impl Watcher {
         self.queue(frame).await
     }
 
+    /// A protobuf watch ends, cleanly and before the event that would be
+    /// written incompletely, once its kind holds objects with fields the
+    /// protobuf encoder does not know: the client resumes from the last
+    /// version it got, and the new watch is answered in JSON (see
+    /// `Cache::protobuf_complete`).
+    fn still_complete(&self) -> Result<(), Gone> {
+        match self.req.format {
+            Format::Protobuf if !self.cache.protobuf_complete(self.req.served.kind) => Err(Gone),
+            _ => Ok(()),
+        }
+    }
+
     /// The frame of `view` as an `event_type` event in the watch's format; an
     /// object that cannot be encoded ends the stream with an ERROR.
     async fn frame_for(&mut self, event_type: EventType, view: &View) -> Result<Bytes, Gone> {
@@ -327,6 +340,7 @@ impl Watcher {
                 served,
                 self.cache.body(view, served),
             )),
+            Format::Protobuf if self.still_complete().is_err() => Err(Gone),
             Format::Protobuf => match self.cache.message(view, served) {
                 Ok(message) => Ok(proto::watch_frame(event_type.as_str(), served, &message)),
                 Err(e) => {

@@ -13,6 +13,7 @@ mod loopback;
 mod offline;
 mod ops;
 mod protobuf;
+mod protobuf_complete;
 mod tls;
 mod upstream_faults;
 mod watch;

@@ -17,11 +17,11 @@ use sitegrid_proxy::{handlers::HandlerSettings, http::Body};
 
 use crate::common::*;
 
-const KUBE_PROXY: &str = "application/vnd.kubernetes.protobuf, */*";
-const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+pub(crate) const KUBE_PROXY: &str = "application/vnd.kubernetes.protobuf, */*";
+pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
 /// Status code, content type and body.
-async fn fetch(
+pub(crate) async fn fetch(
     app: &sitegrid_proxy::gateway::Gateway,
     uri: &str,
     accept: &str,
@@ -34,7 +34,7 @@ async fn fetch(
 }
 
 /// The `runtime.Unknown` envelope after the `k8s\0` magic.
-fn unknown(wire: &[u8]) -> Unknown {
+pub(crate) fn unknown(wire: &[u8]) -> Unknown {
     assert_eq!(&wire[..4], b"k8s\0", "the protobuf magic");
     Unknown::decode(&wire[4..]).unwrap()
 }
@@ -48,7 +48,7 @@ fn type_of(u: &Unknown) -> (String, String) {
     )
 }
 
-fn decode<M: Message + Default>(u: &Unknown) -> M {
+pub(crate) fn decode<M: Message + Default>(u: &Unknown) -> M {
     M::decode(u.raw.as_deref().unwrap_or_default()).unwrap()
 }
 
@@ -321,13 +321,13 @@ async fn a_protobuf_client_gets_objects_and_errors_in_protobuf() {
 }
 
 /// Decoded protobuf watch events: type, envelope kind, and the envelope.
-struct Events {
+pub(crate) struct Events {
     body: Body,
     buf: Vec<u8>,
 }
 
 impl Events {
-    async fn next(&mut self, n: usize) -> Vec<(String, Unknown)> {
+    pub(crate) async fn next(&mut self, n: usize) -> Vec<(String, Unknown)> {
         let mut out = Vec::new();
         while out.len() < n {
             if self.buf.len() >= 4 {
@@ -349,7 +349,7 @@ impl Events {
     }
 }
 
-async fn watch(app: &sitegrid_proxy::gateway::Gateway, uri: &str) -> Events {
+pub(crate) async fn watch(app: &sitegrid_proxy::gateway::Gateway, uri: &str) -> Events {
     let resp = call(app, uri, Some(KUBE_PROXY)).await;
     assert_eq!(resp.status(), 200, "{uri}");
     assert_eq!(
