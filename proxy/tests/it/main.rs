@@ -8,6 +8,8 @@ mod common;
 mod fd_limit;
 mod gateway;
 mod https;
+mod kube_proxy_model;
+mod kube_proxy_start;
 mod list_get;
 mod loopback;
 mod offline;
