@@ -67,6 +67,11 @@ pub struct ApiServerConfig {
     /// Interval between BOOKMARK events on watches with
     /// allowWatchBookmarks=true (default 60 s).
     pub bookmark_interval: Duration,
+    /// Whether sitegrid's CRDs are installed (default true): the grids
+    /// (`superedge.io/v1`) and NodeUnits/NodeGroups (`site.superedge.io/v1alpha2`)
+    /// are served. False plays a cluster without them: their groups are
+    /// absent from discovery and their paths answer 404.
+    pub crds: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -75,6 +80,7 @@ impl Default for ApiServerConfig {
             endpointslice_version: "v1",
             history: 1000,
             bookmark_interval: Duration::from_secs(60),
+            crds: true,
         }
     }
 }
@@ -117,7 +123,10 @@ pub struct ApiServer {
 impl ApiServer {
     /// An empty server at resourceVersion 1.
     pub fn new(config: ApiServerConfig) -> Self {
-        let resources = Resources::new(config.endpointslice_version);
+        let mut resources = Resources::new(config.endpointslice_version);
+        if !config.crds {
+            resources = resources.without_crds();
+        }
         let egress = Arc::new(Meter::new(resources.len()));
         let store = Store::new(resources, config.history);
         ApiServer {
