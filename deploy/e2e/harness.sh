@@ -118,6 +118,7 @@ harness_up() {
     export SITEGRID_CONTROLLER_BIN=$E2E_ROOT/target/$profile/sitegrid-controller
     export SITEGRID_DNSD_BIN=$E2E_ROOT/target/$profile/sitegrid-dnsd
     export SITEGRID_CERTS_BIN=$E2E_ROOT/target/$profile/sitegrid-certs
+    export SITEGRID_PLUGIN_BIN=$E2E_ROOT/target/$profile/kubectl-sitegrid
     "$E2E_DIR/cluster.sh" down >/dev/null 2>&1 || true
     trap harness_cleanup EXIT
     "$E2E_DIR/cluster.sh" up >/dev/null
