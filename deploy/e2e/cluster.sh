@@ -231,7 +231,9 @@ start_etcd() {
 }
 
 # Admission: the defaults minus TaintNodesByCondition, whose not-ready
-# taint no kubelet would ever lift here.
+# taint no kubelet would ever lift here. Privileged containers allowed, as
+# kubeadm's API server does: its kube-proxy DaemonSet is privileged (the real
+# nodes of scenario 80 run it).
 start_apiserver() {
     start apiserver "$BIN/kube-apiserver" \
         --bind-address=127.0.0.1 --secure-port=$APISERVER_PORT --insecure-port=0 \
@@ -244,7 +246,7 @@ start_apiserver() {
         --service-account-issuer=https://kubernetes.default.svc.cluster.local \
         --api-audiences=https://kubernetes.default.svc.cluster.local \
         --service-cluster-ip-range="$SERVICE_CIDR" \
-        --authorization-mode=Node,RBAC \
+        --authorization-mode=Node,RBAC --allow-privileged=true \
         --disable-admission-plugins=TaintNodesByCondition \
         "${GATES[@]}"
     wait_for "apiserver /readyz" apiserver admin_curl /readyz

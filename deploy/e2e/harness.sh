@@ -114,11 +114,12 @@ harness_up() {
     # One cargo build at a time on this machine (2 cores; see the README).
     (cd "$E2E_ROOT" && flock /tmp/sitegrid-cargo.lock cargo build "${build[@]}")
     export SITEGRID_E2E_ROOT=$E2E_ROOT
-    export SITEGRID_PROXY_BIN=$E2E_ROOT/target/$profile/sitegrid-proxy
-    export SITEGRID_CONTROLLER_BIN=$E2E_ROOT/target/$profile/sitegrid-controller
-    export SITEGRID_DNSD_BIN=$E2E_ROOT/target/$profile/sitegrid-dnsd
-    export SITEGRID_CERTS_BIN=$E2E_ROOT/target/$profile/sitegrid-certs
-    export SITEGRID_PLUGIN_BIN=$E2E_ROOT/target/$profile/kubectl-sitegrid
+    local target=${CARGO_TARGET_DIR:-$E2E_ROOT/target}/$profile
+    export SITEGRID_PROXY_BIN=$target/sitegrid-proxy
+    export SITEGRID_CONTROLLER_BIN=$target/sitegrid-controller
+    export SITEGRID_DNSD_BIN=$target/sitegrid-dnsd
+    export SITEGRID_CERTS_BIN=$target/sitegrid-certs
+    export SITEGRID_PLUGIN_BIN=$target/kubectl-sitegrid
     "$E2E_DIR/cluster.sh" down >/dev/null 2>&1 || true
     trap harness_cleanup EXIT
     "$E2E_DIR/cluster.sh" up >/dev/null
@@ -132,6 +133,11 @@ harness_cleanup() {
     set +e
     if [[ -f $SITEGRID_E2E_LOGS/pids ]]; then
         for pid in $(tac "$SITEGRID_E2E_LOGS/pids"); do kill "$pid" 2>/dev/null; done
+    fi
+    # Real nodes (nodes.sh) a scenario left: every process, cgroup and mount of them.
+    if [[ -n ${SITEGRID_E2E_RUN:-} && -d $SITEGRID_E2E_RUN/nodes ]]; then
+        # shellcheck source-path=SCRIPTDIR source=nodes.sh
+        (source "$E2E_DIR/nodes.sh"; nodes_cleanup)
     fi
     # Network namespaces the scenarios made (lib.sh: sg-NODE): keep their rules, then delete them.
     for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^sg-/ {print $1}'); do

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Install the real peers of the end-to-end suite (see issue 4 and the
 # "Real peers" section of the architecture notes):
-#   - Debian packages: etcd, Go, iptables/conntrack/iproute2, socat, rsync, dnsmasq, dig (dnsutils)
-#   - kube-apiserver, kube-controller-manager, kube-scheduler and kube-proxy
+#   - Debian packages: etcd, Go, iptables/conntrack/iproute2, socat, rsync, dnsmasq, dig (dnsutils);
+#     for the real nodes (scenario 80): containerd, runc, the CNI plugins, busybox-static,
+#     debootstrap and a static libc (the pause image)
+#   - kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy and kubelet
 #     1.20.2, built from Debian's `kubernetes` source package (the only
 #     Kubernetes source reachable: no network beyond the package registries).
 #
-# Idempotent: the four binaries are cached in $SITEGRID_K8S_CACHE/bin and the
-# whole build is skipped when they are there. Needs root (apt-get).
+# Idempotent: the five binaries are cached in $SITEGRID_K8S_CACHE/bin and the
+# whole build is skipped when they are all there (a cache made before kubelet
+# was added is rebuilt). Needs root (apt-get).
 set -euo pipefail
 
 K8S_VERSION=1.20.2
 CACHE=${SITEGRID_K8S_CACHE:-$HOME/.cache/sitegrid/k8s-$K8S_VERSION}
 BIN=$CACHE/bin
-COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy)
+COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet)
 
 log() { printf 'install: %s\n' "$*" >&2; }
 
@@ -31,9 +34,13 @@ install_packages() {
     apt-get update -q
     # golang-github-modern-go-reflect2-dev: see replace_reflect2.
     # dpkg-dev: `apt-get source` wants it; rsync: `make gen_openapi` needs it.
+    # The real nodes: containerd (its service is not started: each node runs its own),
+    # runc, the CNI plugins (/usr/lib/cni), busybox-static (the app and init-container
+    # images), debootstrap (kube-proxy's image), gcc and libc6-dev (the static pause binary).
     apt-get install -y -q --no-install-recommends \
         etcd-server etcd-client golang-go iptables conntrack iproute2 socat rsync dnsmasq dnsutils \
-        golang-github-modern-go-reflect2-dev dpkg-dev make openssl curl ca-certificates
+        golang-github-modern-go-reflect2-dev dpkg-dev make openssl curl ca-certificates \
+        containerd runc containernetworking-plugins busybox-static debootstrap gcc libc6-dev
     if [[ -n $own_policy ]]; then rm -f /usr/sbin/policy-rc.d; fi
 }
 
@@ -107,9 +114,13 @@ build() {
     (cd "$src" && go build -ldflags "$ldflags" -o "$scratch/out/" \
         "${COMPONENTS[@]/#/k8s.io/kubernetes/cmd/}")
 
+    # The pause image's binary (scenario 80): Kubernetes' own pause.c, static, so
+    # its image needs nothing else.
+    gcc -Os -Wall -static -DVERSION=v$K8S_VERSION-sitegrid -o "$scratch/out/pause" "$src/build/pause/linux/pause.c"
+
     mkdir -p "$BIN"
     local c
-    for c in "${COMPONENTS[@]}"; do install -m 0755 "$scratch/out/$c" "$BIN/$c"; done
+    for c in "${COMPONENTS[@]}" pause; do install -m 0755 "$scratch/out/$c" "$BIN/$c"; done
     # The scratch tree (source with vendor/ plus the Go build cache) is over a
     # GB; the binaries and the source tarball are all later runs need.
     rm -rf "$scratch"
@@ -118,7 +129,7 @@ build() {
 
 cached() {
     local c
-    for c in "${COMPONENTS[@]}"; do [[ -x $BIN/$c ]] || return 1; done
+    for c in "${COMPONENTS[@]}" pause; do [[ -x $BIN/$c ]] || return 1; done
 }
 
 main() {

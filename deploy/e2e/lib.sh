@@ -288,7 +288,6 @@ install_controller_prereqs() {
     subject='[{"op":"add","path":"/subjects/-","value":{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"sitegrid-controller"}}]'
     kubectl patch clusterrolebinding sitegrid-controller --type=json -p "$subject" >/dev/null
     kubectl -n kube-system patch rolebinding sitegrid-controller-leader-election --type=json -p "$subject" >/dev/null
-    kubectl -n clusternet-system patch rolebinding sitegrid-controller-parent-cluster --type=json -p "$subject" >/dev/null
     "$SITEGRID_E2E_ROOT/deploy/e2e/cluster.sh" cert sitegrid-controller /CN=sitegrid-controller
     "$SITEGRID_E2E_ROOT/deploy/e2e/cluster.sh" kubeconfig sitegrid-controller
 }

@@ -30,7 +30,7 @@ pub fn proxy_bin(given: Option<&Path>) -> Result<PathBuf, String> {
     };
     if !bin.exists() {
         return Err(format!(
-            "{} not found: build it (cargo build --release -p sitegrid-proxy) or pass --proxy-bin",
+            "{} not found: build it (cargo build --profile dist -p sitegrid-proxy) or pass --proxy-bin",
             bin.display()
         ));
     }

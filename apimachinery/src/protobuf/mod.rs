@@ -11,6 +11,7 @@
 mod core;
 mod discovery;
 mod meta;
+mod networking;
 
 use std::collections::BTreeMap;
 
@@ -45,6 +46,10 @@ pub enum Kind {
     EndpointSliceV1,
     /// `discovery.k8s.io/v1beta1.EndpointSlice`.
     EndpointSliceV1beta1,
+    /// `networking.k8s.io/v1.ServiceCIDR`.
+    ServiceCidrV1,
+    /// `networking.k8s.io/v1beta1.ServiceCIDR`.
+    ServiceCidrV1beta1,
 }
 
 /// Why an object could not be encoded.
@@ -64,6 +69,12 @@ pub fn message(kind: Kind, json: &[u8]) -> Result<Vec<u8>, EncodeError> {
         Kind::EndpointSliceV1beta1 => {
             discovery::slice_v1beta1(serde_json::from_slice(json)?).encode_to_vec()
         }
+        Kind::ServiceCidrV1 => {
+            networking::service_cidr_v1(serde_json::from_slice(json)?).encode_to_vec()
+        }
+        Kind::ServiceCidrV1beta1 => {
+            networking::service_cidr_v1beta1(serde_json::from_slice(json)?).encode_to_vec()
+        }
     })
 }
 
@@ -79,6 +90,9 @@ pub fn readable(kind: Kind, value: &serde_json::Value) -> Result<(), EncodeError
         Kind::EndpointSliceV1 | Kind::EndpointSliceV1beta1 => {
             drop(discovery::Slice::deserialize(value)?)
         }
+        Kind::ServiceCidrV1 | Kind::ServiceCidrV1beta1 => drop(
+            k8s_openapi::api::networking::v1::ServiceCIDR::deserialize(value)?,
+        ),
     }
     Ok(())
 }

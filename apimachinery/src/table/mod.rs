@@ -22,6 +22,7 @@ mod endpointslice;
 mod fixtures;
 mod node;
 mod service;
+mod servicecidr;
 
 /// What a row's `object` carries, from the `includeObject` query parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -66,6 +67,7 @@ fn columns(resource: &str) -> Option<&'static [Column]> {
         "endpoints" => Some(endpoints::COLUMNS),
         "endpointslices" => Some(endpointslice::COLUMNS),
         "nodes" => Some(node::COLUMNS),
+        "servicecidrs" => Some(servicecidr::COLUMNS),
         _ => None,
     }
 }
@@ -100,6 +102,7 @@ pub fn row_cells(resource: &str, object: &Value, now_unix: i64) -> Vec<String> {
         "endpoints" => endpoints::cells(object, name, age),
         "endpointslices" => endpointslice::cells(object, name, age),
         "nodes" => node::cells(object, name, age),
+        "servicecidrs" => servicecidr::cells(object, name, age),
         _ => Vec::new(),
     }
 }

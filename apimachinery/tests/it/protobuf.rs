@@ -243,3 +243,56 @@ fn readable_accepts_what_the_encoder_accepts() {
     }
     assert!(checked >= 8, "only {checked} spoiled objects were checked");
 }
+
+/// A ServiceCIDR (no 1.20 golden answer: 1.20 has no such resource) decodes
+/// from sitegrid's message with every field it had, in both versions.
+#[test]
+fn service_cidrs_carry_their_cidrs_and_conditions_in_both_versions() {
+    let json = serde_json::json!({
+        "metadata": {"name": "kubernetes", "uid": "4a38af75", "resourceVersion": "12",
+            "creationTimestamp": "2026-11-21T15:12:23Z"},
+        "spec": {"cidrs": ["10.96.0.0/16", "fd00:10:96::/112"]},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "",
+            "message": "Kubernetes Service CIDR is ready",
+            "lastTransitionTime": "2026-11-21T15:12:23Z"}]}
+    })
+    .to_string();
+    use k8s_pb::api::networking::{v1, v1beta1};
+    let v1 =
+        v1::ServiceCIDR::decode(&*protobuf::message(Kind::ServiceCidrV1, json.as_bytes()).unwrap())
+            .unwrap();
+    let beta = v1beta1::ServiceCIDR::decode(
+        &*protobuf::message(Kind::ServiceCidrV1beta1, json.as_bytes()).unwrap(),
+    )
+    .unwrap();
+    for (meta, cidrs, conditions) in [
+        (
+            &v1.metadata,
+            &v1.spec.as_ref().unwrap().cidrs,
+            &v1.status.as_ref().unwrap().conditions,
+        ),
+        (
+            &beta.metadata,
+            &beta.spec.as_ref().unwrap().cidrs,
+            &beta.status.as_ref().unwrap().conditions,
+        ),
+    ] {
+        assert_eq!(meta.as_ref().unwrap().name.as_deref(), Some("kubernetes"));
+        assert_eq!(cidrs, &["10.96.0.0/16", "fd00:10:96::/112"]);
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].r#type.as_deref(), Some("Ready"));
+        assert_eq!(
+            conditions[0].message.as_deref(),
+            Some("Kubernetes Service CIDR is ready")
+        );
+    }
+    let table_row = sitegrid_apimachinery::table::row_cells(
+        "servicecidrs",
+        &serde_json::from_str(&json).unwrap(),
+        1_795_273_943 + 90,
+    );
+    assert_eq!(
+        table_row,
+        ["kubernetes", "10.96.0.0/16,fd00:10:96::/112", "90s"]
+    );
+}

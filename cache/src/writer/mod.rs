@@ -425,6 +425,16 @@ impl Writer {
             ResourceKind::EndpointSlices => {
                 self.slices_changed(&arrived, previous, &deleted, batch)
             }
+            // Served as they are, to every site.
+            ResourceKind::ServiceCidrs => {
+                for (key, once) in &arrived {
+                    let view = self.upstream_value(kind, key, once.as_deref());
+                    self.emit(kind, key, view, batch);
+                }
+                for (key, _) in &deleted {
+                    self.emit(kind, key, None, batch);
+                }
+            }
         }
     }
 
@@ -503,10 +513,9 @@ impl Writer {
 
 /// `map` rebuilt with its nodes full. Filled one key after the other in
 /// order, as a list arrives, a B-tree splits each full node in two and
-/// leaves every node half empty: 0.1 MB of the writer's maps with 2,000
-/// objects. `append` to a non-empty map merges both in order into full
-/// nodes, without a buffer of all the entries (which, past 128 KiB, would
-/// come from mmap and raise glibc's trim threshold for good).
+/// leaves every node half empty. `append` to a non-empty map merges both in
+/// order into full nodes, without a buffer of all the entries (which, past
+/// 128 KiB, would come from mmap and raise glibc's trim threshold for good).
 fn packed_full<K: Ord, V>(mut map: BTreeMap<K, V>) -> BTreeMap<K, V> {
     let Some((key, value)) = map.pop_first() else {
         return map;

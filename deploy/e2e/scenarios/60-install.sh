@@ -106,10 +106,16 @@ rm -r "$WORK/deploy/overlays/registry"
 
 # --- the API server's verdict ---------------------------------------------------------
 
-# A server dry run creates no Namespace, so the objects in one the manifests
-# create (clusternet-system) would be refused: it exists first, as it does
-# after a real apply, or after an earlier scenario's.
-kubectl create namespace clusternet-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+# Multi-cluster is opt-in: the base neither names clusternet-system nor watches the parent
+# Secret; the component deploy/multicluster adds both.
+! grep -q clusternet-system "$WORK/base.yaml" || fail "the base names clusternet-system"
+grep -q -- '- --parent-secret=$' "$WORK/base.yaml" || fail "the base's controller watches a parent Secret"
+mkdir -p "$WORK/deploy/overlays/multicluster"
+printf 'resources: [../../base]\ncomponents: [../../multicluster]\n' >"$WORK/deploy/overlays/multicluster/kustomization.yaml"
+kubectl kustomize "$WORK/deploy/overlays/multicluster" >"$WORK/multicluster.yaml" || fail "an overlay with the multicluster component"
+grep -q -- '- --parent-secret=clusternet-system/parent-cluster$' "$WORK/multicluster.yaml" &&
+    grep -q 'name: sitegrid-controller-parent-cluster' "$WORK/multicluster.yaml" || fail "the multicluster component: no parent Secret or its Role"
+rm -r "$WORK/deploy/overlays/multicluster"
 kubectl apply --dry-run=server -k "$WORK/deploy" >"$WORK/dry-run-base.txt" 2>&1 || fail "dry run of deploy/: $(cat "$WORK/dry-run-base.txt")"
 for overlay in "$WORK"/deploy/overlays/*/; do
     kubectl apply --dry-run=server -k "$overlay" >"$WORK/dry-run.txt" 2>&1 ||
@@ -414,8 +420,9 @@ stop_node bj-1
 # --- sitegrid-controller and sitegrid-dnsd as their ServiceAccounts ---------------------
 
 # Its own Lease name: a controller of an earlier scenario may still hold sitegrid-controller's.
+# --parent-secret= as the base's Deployment runs it (one cluster, no clusternet).
 "$SITEGRID_CONTROLLER_BIN" --kubeconfig "$CTL_KC" --bind-address "127.0.0.1:$CTL" --leader-elect=true \
-    --leader-elect-resource-name=sitegrid-install --leader-elect-identity=install \
+    --leader-elect-resource-name=sitegrid-install --leader-elect-identity=install --parent-secret= \
     >"$SITEGRID_E2E_LOGS/controller-install.log" 2>&1 &
 track $! install
 retry 30 bash -c "[[ \$(curl -sf http://127.0.0.1:$CTL/metrics | awk '\$1 == \"sitegrid_controller_leader\" {print \$2}') == 1 ]]" ||

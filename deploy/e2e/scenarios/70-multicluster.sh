@@ -107,6 +107,14 @@ kb patch node b-1 --subresource=status --type=merge -p '{"status":{"addresses":[
 # API server's URL, the token, the control CA and the dedicated namespace.
 NS_A=$("$E2E_DIR/clusternet-register.sh" cluster-a "$KC_A" "$SITEGRID_E2E_APISERVER") || fail "registering A"
 NS_B=$("$E2E_DIR/clusternet-register.sh" cluster-b "$KC_B" "$SITEGRID_E2E_APISERVER") || fail "registering B"
+# The managed clusters get the opt-in multi-cluster RBAC (deploy/multicluster/rbac.yaml: reading
+# the parent-cluster Secret in clusternet-system, which the registration made), also bound to the
+# controllers' user.
+for kc in "$KC_A" "$KC_B"; do
+    kubectl --kubeconfig "$kc" apply -f "$SITEGRID_E2E_ROOT/deploy/multicluster/rbac.yaml" >/dev/null || fail "deploy/multicluster in $kc"
+    kubectl --kubeconfig "$kc" -n clusternet-system patch rolebinding sitegrid-controller-parent-cluster --type=json \
+        -p '[{"op":"add","path":"/subjects/-","value":{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"sitegrid-controller"}}]' >/dev/null
+done
 [[ $NS_A =~ ^clusternet-[a-z0-9]{5}$ && $NS_B =~ ^clusternet-[a-z0-9]{5}$ && $NS_A != "$NS_B" ]] || fail "dedicated namespaces '$NS_A' '$NS_B'"
 for c in a b; do
     ns=NS_${c^^}
@@ -147,7 +155,8 @@ grep -q Forbidden <<<"$out" || fail "A's token, namespaces: not a refusal: $out"
 expect "A's token: create grids in default" "$(kubectl --kubeconfig "$TOKEN_A" auth can-i create deploymentgrids.superedge.io -n default 2>&1)" no
 
 # --- the controllers -------------------------------------------------------------------
-start_controller_in "$SITEGRID_E2E_RUN/$FED_USER.kubeconfig" fed-control $CTL "${FED_FLAGS[@]}"
+# The control cluster has no parent (the base's --parent-secret=); A and B watch theirs.
+start_controller_in "$SITEGRID_E2E_RUN/$FED_USER.kubeconfig" fed-control $CTL "${FED_FLAGS[@]}" --parent-secret=
 start_controller_in "$RUN_A/$FED_USER.kubeconfig" fed-a $CTL_A "${FED_FLAGS[@]}"
 start_controller_in "$RUN_B/$FED_USER.kubeconfig" fed-b $CTL_B "${FED_FLAGS[@]}"
 # Each managed controller keeps its heartbeat Lease in its dedicated namespace.

@@ -7,7 +7,7 @@
 //!
 //! Benchmarks are not tests: nothing here asserts; `tests/abuse.rs` does.
 //! Run a release build:
-//! `cargo build --release -p sitegrid-proxy -p sitegrid-loadtest && target/release/sitegrid-abuse`.
+//! `cargo build --profile dist -p sitegrid-proxy -p sitegrid-loadtest && target/dist/sitegrid-abuse`.
 
 use std::{
     path::PathBuf,

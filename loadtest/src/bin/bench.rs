@@ -7,8 +7,8 @@
 //! Prints a Markdown report.
 //!
 //! Benchmarks are not tests: nothing here asserts a time. Run a release build:
-//! `cargo build --release -p sitegrid-proxy -p sitegrid-loadtest &&
-//!  target/release/sitegrid-bench`.
+//! `cargo build --profile dist -p sitegrid-proxy -p sitegrid-loadtest &&
+//!  target/dist/sitegrid-bench`.
 
 use std::{
     net::SocketAddr,

@@ -8,8 +8,8 @@
 //! Prints a Markdown report.
 //!
 //! Benchmarks are not tests: nothing here asserts a time. Run a release build:
-//! `cargo build --release -p sitegrid-proxy -p sitegrid-loadtest &&
-//!  target/release/sitegrid-offline-bench`.
+//! `cargo build --profile dist -p sitegrid-proxy -p sitegrid-loadtest &&
+//!  target/dist/sitegrid-offline-bench`.
 
 use std::{
     path::PathBuf,

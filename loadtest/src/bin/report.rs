@@ -4,8 +4,8 @@
 //! writes `<out-dir>/<YYYY-MM-DD>.md` with PNG charts next to it.
 //!
 //! Benchmarks are not tests: nothing here asserts a time. Run a release build:
-//! `cargo build --release -p sitegrid-proxy -p sitegrid-loadtest &&
-//!  target/release/sitegrid-report`.
+//! `cargo build --profile dist -p sitegrid-proxy -p sitegrid-loadtest &&
+//!  target/dist/sitegrid-report`.
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 

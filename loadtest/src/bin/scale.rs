@@ -5,8 +5,8 @@
 //! churn, and writes `<out-dir>/<YYYY-MM-DD>-scale.md` with a PNG chart of
 //! the API server's egress per topology (see `sitegrid_loadtest::scale`).
 //!
-//! `cargo build --release -p sitegrid-proxy -p sitegrid-loadtest &&
-//!  target/release/sitegrid-scale`
+//! `cargo build --profile dist -p sitegrid-proxy -p sitegrid-loadtest &&
+//!  target/dist/sitegrid-scale`
 
 use std::{path::PathBuf, time::Duration};
 

@@ -189,7 +189,10 @@ impl Filter {
                 return false;
             }
         }
-        self.label.matches(&view.labels(codec)) && self.field.matches(|f| view.field(f))
+        self.label.matches(&view.labels(codec))
+            && self
+                .field
+                .matches(|f| view.field(codec, f).map(str::to_owned))
     }
 
     /// The namespace scope.

@@ -42,11 +42,10 @@ pub fn upstream_without_credentials(config: &kube::Config) -> Result<Upstream, k
 }
 
 /// The read buffer of a reflector's connection, always this size. hyper's
-/// default (growing to about 400 KiB) lets a connection that once read a
-/// large list page keep that buffer for good, a long-lived watch included;
-/// a cap of 64 KiB still left each connection its 64 KiB (about 0.2 MiB for
-/// the three a proxy serving EndpointSlices keeps). 16 KiB reads a list page
-/// of 350 KB in 22 reads (loadtest/README.md).
+/// default grows with the largest read and lets a connection that once
+/// read a large list page keep that buffer for good, a long-lived watch
+/// included; a cap still leaves each connection the cap. A small fixed
+/// buffer only means more reads per page.
 const REFLECTOR_READ_BUFFER: usize = 16 << 10;
 
 /// How a throttled or unavailable answer (429/503/504) is retried inside the

@@ -2,7 +2,7 @@
 //!
 //! kube-runtime's watcher is the state machine: paginated LIST (30 per
 //! page: a page is the largest transient buffer of a sync, read twice over
-//! by kube-client, as bytes and as text; see [`PAGE_SIZE`]), WATCH with
+//! by kube-client, as bytes and as text; see `PAGE_SIZE`), WATCH with
 //! bookmarks from the list's resourceVersion, resume from
 //! the last seen version after a dropped connection, and a relist on 410 Gone
 //! announced as `Init … InitApply … InitDone`, which the cache's writer
@@ -39,14 +39,10 @@ pub fn watch(
         .boxed()
 }
 
-/// Objects per upstream list page. A page of 100 EndpointSlices of 10
-/// endpoints is about 350 KB: glibc serves that from mmap, and freeing it
-/// raises glibc's mmap threshold (and trim threshold) to its size for good,
-/// so every later buffer of that size came from the heap and the heap's
-/// free top was never given back (0.6 MB of resident memory with 10,000
-/// endpoints, loadtest/README.md). 30 such slices are about 105 KB, under
-/// glibc's initial 128 KiB threshold. A real kube-apiserver pages these
-/// lists from etcd, one request per page.
+/// Objects per upstream list page: a page (and kube-client's copies of it)
+/// stays under glibc's initial 128 KiB mmap threshold, whose rise after
+/// freeing a larger block would keep the heap's free top resident for good
+/// (docs/decisions/0004).
 const PAGE_SIZE: u32 = 30;
 
 /// The watcher settings of every upstream list/watch: pages of [`PAGE_SIZE`], and

@@ -132,7 +132,12 @@ async fn kube_proxy_label_selector_and_field_selectors() {
         status["message"],
         "unable to parse requirement: found '', expected: ',' or ')'"
     );
-    let (code, status) = get_json(&app, "/api/v1/services?fieldSelector=spec.clusterIP%3Dx").await;
+    // Services also select by spec.clusterIP and spec.type (kube-apiserver
+    // 1.32 and later; see services_are_selected_by_cluster_ip_and_type…).
+    let (code, status) = get_json(&app, "/api/v1/services?fieldSelector=spec.nodeName%3Dx").await;
+    assert_eq!(code, 400);
+    assert_eq!(status["message"], "\"spec.nodeName\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\", \"spec.clusterIP\", \"spec.type\"");
+    let (code, status) = get_json(&app, "/api/v1/endpoints?fieldSelector=spec.clusterIP%3Dx").await;
     assert_eq!(code, 400);
     assert_eq!(status["message"], "\"spec.clusterIP\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"");
     let (code, status) = get_json(&app, "/api/v1/nodes?fieldSelector=status.phase%3DRunning").await;
@@ -495,4 +500,48 @@ async fn without_cache_compression_the_same_objects_are_served() {
             assert_eq!(a.len(), b.len(), "{uri} in protobuf");
         }
     }
+}
+
+/// kube-proxy 1.32 and later list and watch Services with
+/// `fieldSelector=spec.clusterIP!=None` (headless Services program no
+/// rules); `spec.type` is selectable too, as in kube-apiserver.
+#[tokio::test]
+async fn services_are_selected_by_cluster_ip_and_type_as_kube_proxy_asks() {
+    let (cache, _p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache, HandlerSettings::default());
+    let (code, all) = get_json(&app, "/api/v1/services").await;
+    assert_eq!(code, 200);
+    let uri = format!("/api/v1/services?fieldSelector=spec.clusterIP%21%3DNone&{KUBE_PROXY_LS}&limit=500&resourceVersion=0");
+    let (code, kube_proxy) = get_json(&app, &uri).await;
+    assert_eq!(code, 200, "{kube_proxy}");
+    let headless: Vec<String> = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["spec"]["clusterIP"] == "None")
+        .map(|s| s["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        headless,
+        ["echo-headless"],
+        "the sample has one headless Service"
+    );
+    let mut want = names(&all);
+    want.retain(|n| !headless.contains(n));
+    assert_eq!(names(&kube_proxy), want);
+    // Equality on the other field, and on the cluster IP itself.
+    let (_, by_type) = get_json(&app, "/api/v1/services?fieldSelector=spec.type%3DClusterIP").await;
+    assert_eq!(
+        names(&by_type).len(),
+        all["items"].as_array().unwrap().len()
+    );
+    let (_, one) = get_json(
+        &app,
+        "/api/v1/services?fieldSelector=spec.clusterIP%3D10.96.33.231",
+    )
+    .await;
+    assert_eq!(names(&one), ["servicegrid-demo-svc"]);
+    // A field Services do not have is refused, as kube-apiserver does.
+    let (code, refused) = get_json(&app, "/api/v1/services?fieldSelector=spec.nodeName%3Dx").await;
+    assert_eq!(code, 400, "{refused}");
 }
