@@ -119,6 +119,7 @@ harness_up() {
     export SITEGRID_CONTROLLER_BIN=$target/sitegrid-controller
     export SITEGRID_DNSD_BIN=$target/sitegrid-dnsd
     export SITEGRID_CERTS_BIN=$target/sitegrid-certs
+    export SITEGRID_PLUGIN_BIN=$target/kubectl-sitegrid
     "$E2E_DIR/cluster.sh" down >/dev/null 2>&1 || true
     trap harness_cleanup EXIT
     "$E2E_DIR/cluster.sh" up >/dev/null

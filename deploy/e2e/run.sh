@@ -14,7 +14,7 @@ set -euo pipefail
 E2E_NAME=e2e
 # shellcheck source-path=SCRIPTDIR source=harness.sh
 source "$(dirname "$0")/harness.sh"
-harness_up sitegrid-proxy sitegrid-controller sitegrid-dnsd sitegrid-certs
+harness_up sitegrid-proxy sitegrid-controller sitegrid-dnsd sitegrid-certs sitegrid-plugin
 
 passed=0 failed=0
 if (($#)); then names=("$@"); else names=(); for f in "$E2E_DIR"/scenarios/*.sh; do names+=("$(basename "$f" .sh)"); done; fi

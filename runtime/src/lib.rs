@@ -20,7 +20,7 @@ mod shutdown;
 pub use duration::{parse_duration, parse_positive_duration};
 pub use error::error_line;
 pub use host::host_name;
-pub use kubeconfig::kube_config;
+pub use kubeconfig::{kube_config, kube_config_in_context};
 pub use log::{LogArgs, LogFormat};
 pub use nofile::raise_open_files_limit;
 pub use shutdown::{cancel_on_signal, shutdown_signal};

@@ -26,7 +26,7 @@ use sitegrid_apimachinery::Status;
 
 use super::list::Page;
 use super::object::{push_json_str, Obj};
-use super::resource::{ResourceType, APPS_GROUP, DISCOVERY_GROUP, GRID_GROUP, NETWORKING_GROUP};
+use super::resource::{is_crd_group, ResourceType, APPS_GROUP, DISCOVERY_GROUP, NETWORKING_GROUP};
 
 /// Append `obj` as a `PartialObjectMetadata`.
 pub(crate) fn push_object(obj: &Obj, out: &mut Vec<u8>) {
@@ -112,17 +112,17 @@ pub(crate) fn not_acceptable(rt: &ResourceType, list_asked: bool) -> Status {
 /// The internal Go type kube-apiserver names in a 406: `*core.Node`,
 /// `*discovery.EndpointSliceList`; CRDs (the grids) are unstructured.
 fn go_type(rt: &ResourceType, list: bool) -> String {
+    if is_crd_group(rt.group) {
+        return if list {
+            "*unstructured.UnstructuredList".into()
+        } else {
+            "*unstructured.Unstructured".into()
+        };
+    }
     let package = match rt.group {
         DISCOVERY_GROUP => "discovery",
         NETWORKING_GROUP => "networking",
         APPS_GROUP => "apps",
-        GRID_GROUP => {
-            return if list {
-                "*unstructured.UnstructuredList".into()
-            } else {
-                "*unstructured.Unstructured".into()
-            }
-        }
         // Core, and events.k8s.io (stored as core Events).
         _ => "core",
     };

@@ -80,6 +80,11 @@ pub struct ApiServerConfig {
     /// Interval between BOOKMARK events on watches with
     /// allowWatchBookmarks=true (default 60 s).
     pub bookmark_interval: Duration,
+    /// Whether sitegrid's CRDs are installed (default true): the grids
+    /// (`superedge.io/v1`) and NodeUnits/NodeGroups (`site.superedge.io/v1alpha2`)
+    /// are served. False plays a cluster without them: their groups are
+    /// absent from discovery and their paths answer 404.
+    pub crds: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -90,6 +95,7 @@ impl Default for ApiServerConfig {
             bookmark_interval: Duration::from_secs(60),
             kubernetes_version: KubernetesVersion::V1_20,
             feature_gates: FeatureGates::default(),
+            crds: true,
         }
     }
 }
@@ -173,7 +179,10 @@ impl ApiServer {
     /// An empty server at resourceVersion 1, or why `config` is refused.
     pub fn try_new(config: ApiServerConfig) -> Result<Self, ConfigError> {
         let profile = config.profile()?;
-        let resources = Resources::new(&profile);
+        let mut resources = Resources::new(&profile);
+        if !config.crds {
+            resources = resources.without_crds();
+        }
         let egress = Arc::new(Meter::new(resources.len()));
         let store = Store::new(resources, config.history);
         Ok(ApiServer {

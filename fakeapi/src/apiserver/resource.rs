@@ -52,6 +52,9 @@ pub(crate) const NETWORKING_GROUP: &str = "networking.k8s.io";
 /// `superedge.io`: the grid resources (served as kube-apiserver serves their
 /// CRDs: namespaced, with a status subresource, short names from the CRDs).
 pub(crate) const GRID_GROUP: &str = "superedge.io";
+/// `site.superedge.io`: site-manager's NodeUnits and NodeGroups (CRDs too:
+/// cluster-scoped, with a status subresource).
+pub(crate) const SITE_GROUP: &str = "site.superedge.io";
 
 impl ResourceType {
     #[allow(clippy::too_many_arguments)]
@@ -185,6 +188,16 @@ impl Resources {
                 true,
             ),
             r(
+                "deploymentgrids",
+                "deploymentgrid",
+                "DeploymentGrid",
+                GRID_GROUP,
+                "v1",
+                true,
+                &["dg"],
+                true,
+            ),
+            r(
                 "statefulsetgrids",
                 "statefulsetgrid",
                 "StatefulSetGrid",
@@ -202,6 +215,26 @@ impl Resources {
                 "v1",
                 true,
                 &["sg"],
+                true,
+            ),
+            r(
+                "nodeunits",
+                "nodeunit",
+                "NodeUnit",
+                SITE_GROUP,
+                "v1alpha2",
+                false,
+                &["nu"],
+                true,
+            ),
+            r(
+                "nodegroups",
+                "nodegroup",
+                "NodeGroup",
+                SITE_GROUP,
+                "v1alpha2",
+                false,
+                &["ng"],
                 true,
             ),
         ];
@@ -228,6 +261,20 @@ impl Resources {
         for (i, r) in all.iter_mut().enumerate() {
             r.idx = i;
             r.selectable = fields::selectable(r.group, r.plural, profile.version);
+        }
+        Resources { all }
+    }
+
+    /// The same table without the resources of sitegrid's CRDs (the grids and
+    /// site-manager's kinds): a cluster where they were never installed.
+    pub fn without_crds(self) -> Self {
+        let mut all: Vec<ResourceType> = self
+            .all
+            .into_iter()
+            .filter(|r| !is_crd_group(r.group))
+            .collect();
+        for (i, r) in all.iter_mut().enumerate() {
+            r.idx = i;
         }
         Resources { all }
     }
@@ -293,6 +340,11 @@ impl Resources {
     }
 }
 
+/// Whether `group` is served by one of sitegrid's CRDs rather than built in.
+pub(crate) fn is_crd_group(group: &str) -> bool {
+    group == GRID_GROUP || group == SITE_GROUP
+}
+
 /// `discovery.k8s.io/v1` → (`discovery.k8s.io`, `v1`); `v1` → (``, `v1`).
 pub(crate) fn split_api_version(api_version: &str) -> (&str, &str) {
     match api_version.split_once('/') {
@@ -334,8 +386,22 @@ mod tests {
         );
         assert_eq!(
             r.groups(),
-            vec![DISCOVERY_GROUP, EVENTS_GROUP, APPS_GROUP, GRID_GROUP]
+            vec![
+                DISCOVERY_GROUP,
+                EVENTS_GROUP,
+                APPS_GROUP,
+                GRID_GROUP,
+                SITE_GROUP
+            ]
         );
+        let plain = Resources::new(&Profile::v1_20("v1")).without_crds();
+        assert_eq!(
+            plain.groups(),
+            vec![DISCOVERY_GROUP, EVENTS_GROUP, APPS_GROUP]
+        );
+        assert!(plain.by_id("deploymentgrids").is_none());
+        assert!(plain.by_path(SITE_GROUP, "v1alpha2", "nodeunits").is_none());
+        assert!(plain.iter().enumerate().all(|(i, r)| r.idx == i));
         assert_eq!(
             r.by_kind("superedge.io/v1", "StatefulSetGrid")
                 .map(|r| r.id.as_str()),

@@ -58,7 +58,13 @@ async fn core_and_group_discovery() {
         .collect();
     assert_eq!(
         groups,
-        ["discovery.k8s.io", "events.k8s.io", "apps", "superedge.io"]
+        [
+            "discovery.k8s.io",
+            "events.k8s.io",
+            "apps",
+            "superedge.io",
+            "site.superedge.io"
+        ]
     );
     assert_eq!(
         apis["groups"][0]["preferredVersion"],
@@ -88,6 +94,18 @@ async fn core_and_group_discovery() {
         "StatefulSetGrid"
     );
     assert_eq!(resource(&grids, "servicegrids")["namespaced"], true);
+    assert_eq!(
+        resource(&grids, "deploymentgrids")["shortNames"],
+        json!(["dg"])
+    );
+    // What `kubectl sitegrid sites` reads: site-manager's cluster-scoped kinds.
+    let sites = h
+        .client
+        .get("/apis/site.superedge.io/v1alpha2")
+        .await
+        .json();
+    assert_eq!(resource(&sites, "nodeunits")["namespaced"], false);
+    assert_eq!(resource(&sites, "nodegroups")["kind"], "NodeGroup");
     assert_eq!(h.client.get("/apis/batch/v1").await.code(), 404);
     assert_eq!(h.client.get("/healthz").await.body, "ok");
 }
@@ -167,4 +185,29 @@ async fn only_the_configured_endpointslice_version_is_served() {
         stored["endpoints"][0]["topology"]["kubernetes.io/hostname"],
         "gz-1"
     );
+}
+
+#[tokio::test]
+async fn a_cluster_without_the_crds_serves_neither_grids_nor_sites() {
+    let h = start(ApiServerConfig {
+        crds: false,
+        ..ApiServerConfig::default()
+    })
+    .await;
+    let apis = h.client.get("/apis").await.json();
+    let groups: Vec<&str> = apis["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["discovery.k8s.io", "events.k8s.io", "apps"]);
+    for path in [
+        "/apis/superedge.io/v1",
+        "/apis/superedge.io/v1/namespaces/default/deploymentgrids",
+        "/apis/site.superedge.io/v1alpha2/nodeunits",
+    ] {
+        assert_eq!(h.client.get(path).await.code(), 404, "{path}");
+    }
+    assert_eq!(h.client.get("/api/v1/nodes").await.code(), 200);
 }
