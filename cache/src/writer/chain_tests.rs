@@ -169,14 +169,31 @@ impl World {
             0..=2 => {
                 let key = pick(&mut self.rng, self.endpoints.keys().cloned().collect());
                 let name = key.trim_start_matches("default/").to_owned();
-                let ep = self.endpoints_of(&name);
+                let mut ep = self.endpoints_of(&name);
+                stamp(&self.endpoints[&key], &mut ep);
                 self.endpoints.insert(key, ep.clone());
                 (Endpoints, ep)
             }
             3..=5 => {
                 let key = pick(&mut self.rng, self.slices.keys().cloned().collect());
                 let (svc, k) = key.trim_start_matches("default/").rsplit_once('-').unwrap();
-                let slice = self.slice_of(svc, k.parse().unwrap());
+                let mut slice = self.slice_of(svc, k.parse().unwrap());
+                let old = &self.slices[&key];
+                // Half the time one endpoint changes and the others stay:
+                // views without it see only what the API server stamps on
+                // every write (generation, managedFields, trigger time).
+                if self.rng.bool() {
+                    if let Some(kept) = old["endpoints"].as_array().filter(|e| !e.is_empty()) {
+                        let mut endpoints = kept.clone();
+                        let i = self.rng.usize(0..endpoints.len());
+                        endpoints[i] = slice["endpoints"][0].clone();
+                        if endpoints[i].is_null() {
+                            endpoints.remove(i);
+                        }
+                        slice["endpoints"] = json!(endpoints);
+                    }
+                }
+                stamp(old, &mut slice);
                 self.slices.insert(key, slice.clone());
                 (EndpointSlices, slice)
             }
@@ -233,6 +250,29 @@ impl World {
     }
 }
 
+/// What kube-apiserver and the endpoints controllers write on every write of
+/// `new`, which replaces `old`: the next generation, a managedFields entry
+/// and a trigger-time annotation with the write's time.
+fn stamp(old: &Value, new: &mut Value) {
+    let generation = old["metadata"]["generation"].as_u64().unwrap_or(1) + 1;
+    let rv: u64 = new["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // RFC 3339, as managedFields' `time` must be (else the object is unreadable).
+    let time = format!(
+        "2026-11-28T{:02}:{:02}:{:02}Z",
+        rv / 3600 % 24,
+        rv / 60 % 60,
+        rv % 60
+    );
+    let meta = &mut new["metadata"];
+    meta["generation"] = json!(generation);
+    meta["managedFields"] = json!([{"manager": "kube-controller-manager", "time": time}]);
+    meta["annotations"] = json!({"endpoints.kubernetes.io/last-change-trigger-time": time});
+}
+
 fn sync(p: &mut Writer, kind: ResourceKind, objs: &[Value]) {
     crate::testing::sync(p, kind, objs.iter().map(obj));
 }
@@ -253,13 +293,24 @@ fn served(cache: &Cache, kind: ResourceKind) -> Vec<Value> {
         .collect()
 }
 
-/// The same, without the versions (each proxy numbers its own).
+/// The same, without the versions (each proxy numbers its own) and the
+/// stamps that carry no meaning for a client (`super::meaning`): a view
+/// recomputed when a node joins the site takes the upstream's newest
+/// stamps, where the site proxy kept those of its last meaningful change.
 fn content(cache: &Cache, kind: ResourceKind) -> BTreeMap<String, Value> {
     served(cache, kind)
         .into_iter()
         .map(|mut v| {
             let meta = v["metadata"].as_object_mut().unwrap();
-            meta.remove("resourceVersion");
+            for stamp in ["resourceVersion", "generation", "managedFields"] {
+                meta.remove(stamp);
+            }
+            if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+                a.remove("endpoints.kubernetes.io/last-change-trigger-time");
+                if a.is_empty() {
+                    meta.remove("annotations");
+                }
+            }
             let key = format!(
                 "{}/{}",
                 meta["namespace"].as_str().unwrap_or(""),

@@ -704,3 +704,59 @@ fn metadata_of_the_wrong_type_anywhere_is_skipped_and_the_last_good_version_stay
     p.handle(Endpoints, W::Apply(obj(fixed)));
     assert!(ips(&cache, "plain-echo").contains(&"10.9.9.9".to_owned()));
 }
+
+/// An EndpointSlice write that changes only guangzhou's endpoints reaches
+/// beijing's view as a new generation, managedFields and trigger time:
+/// bj-1 gets no event and keeps serving the state it had (resumed watches
+/// and lists agree); a beijing endpoint's change is an event, carrying the
+/// newest stamps.
+#[test]
+fn another_sites_change_is_no_event_here() {
+    let (cache, mut p) = writer("bj-1");
+    two_sites(&mut p);
+    let key = slice_key("servicegrid-demo-svc");
+    let name = key.trim_start_matches("default/");
+    let stamped = |eps: &[(&str, &str)], generation: u64, rv: u64| {
+        let mut o: Value =
+            serde_json::from_str(slice(name, "servicegrid-demo-svc", eps, rv).raw.get()).unwrap();
+        o["metadata"]["generation"] = json!(generation);
+        let time = format!("2026-11-28T10:00:{:02}Z", rv % 60);
+        o["metadata"]["managedFields"] = json!([{"manager": "kcm", "time": time}]);
+        o["metadata"]["annotations"] =
+            json!({"endpoints.kubernetes.io/last-change-trigger-time": time});
+        obj(o)
+    };
+    let bj = [("10.0.0.70", "bj-1"), ("10.0.1.72", "bj-3")];
+    p.handle(
+        EndpointSlices,
+        W::Apply(stamped(&[bj[0], bj[1], ("10.0.0.139", "gz-2")], 2, 70)),
+    );
+    let before = cache.store(EndpointSlices).last_rv();
+    let served_before = cache.store(EndpointSlices).get(&key).unwrap();
+    // gz-2's pod goes, gz-3's comes: nothing beijing routes to.
+    p.handle(
+        EndpointSlices,
+        W::Apply(stamped(&[bj[0], bj[1], ("10.0.1.8", "gz-3")], 3, 71)),
+    );
+    assert_eq!(cache.store(EndpointSlices).last_rv(), before, "no event");
+    let served = cache.store(EndpointSlices).get(&key).unwrap();
+    assert_eq!(served.rv, served_before.rv);
+    assert_eq!(served.native_body(), served_before.native_body());
+    assert!(cache
+        .store(EndpointSlices)
+        .subscribe(Some(before))
+        .unwrap()
+        .replay
+        .is_empty());
+
+    // A beijing pod goes: an event, with the newest generation.
+    p.handle(
+        EndpointSlices,
+        W::Apply(stamped(&[bj[0], ("10.0.1.8", "gz-3")], 4, 72)),
+    );
+    let sub = cache.store(EndpointSlices).subscribe(Some(before)).unwrap();
+    assert_eq!(sub.replay.len(), 1);
+    let v = sub.replay[0].object.native_body_value();
+    assert_eq!(v["metadata"]["generation"], 4);
+    assert_eq!(slice_ips(&cache, &key), ["10.0.0.70"]);
+}
