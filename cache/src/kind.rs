@@ -10,8 +10,9 @@ use kube::core::ApiResource;
 use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 use sitegrid_apimachinery::{endpointslice, protobuf};
 
-/// A cached resource. EndpointSlices are one resource served in two API
-/// versions (`discovery.k8s.io/v1` and `v1beta1`) from the same store.
+/// A cached resource. EndpointSlices and ServiceCIDRs are each one resource
+/// served in two API versions (`v1` and `v1beta1` of their group) from the
+/// same store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ResourceKind {
     /// core/v1 Services.
@@ -22,16 +23,24 @@ pub enum ResourceKind {
     EndpointSlices,
     /// core/v1 Nodes.
     Nodes,
+    /// networking.k8s.io ServiceCIDRs (kube-proxy 1.31+ reads them; not
+    /// filtered by site; an API server older than 1.31 has none).
+    ServiceCidrs,
 }
 
 impl ResourceKind {
     /// Every cached kind, in a fixed order (the order of [`PerKind`]).
-    pub const ALL: [ResourceKind; 4] = [
+    pub const ALL: [ResourceKind; 5] = [
         ResourceKind::Services,
         ResourceKind::Endpoints,
         ResourceKind::EndpointSlices,
         ResourceKind::Nodes,
+        ResourceKind::ServiceCidrs,
     ];
+
+    /// The kinds only ever synced from the first request for them, whatever
+    /// `--on-demand` says: not every API server has them.
+    pub const ONLY_ON_DEMAND: [ResourceKind; 1] = [ResourceKind::ServiceCidrs];
 
     /// The kind whose plural is `plural` (`services`).
     pub fn from_plural(plural: &str) -> Option<ResourceKind> {
@@ -43,12 +52,12 @@ impl ResourceKind {
         self as usize
     }
 
-    /// The resource the upstream serves this kind as (EndpointSlices in
-    /// `slice_version`, everything else in `v1`).
-    pub fn api_resource(self, slice_version: ApiVersion) -> ApiResource {
-        let version = match self {
-            ResourceKind::EndpointSlices => slice_version.as_str(),
-            _ => "v1",
+    /// The resource the upstream serves this kind as, in `version` (the
+    /// core kinds only have `v1`).
+    pub fn api_resource(self, version: ApiVersion) -> ApiResource {
+        let version = match self.group() {
+            "" => "v1",
+            _ => version.as_str(),
         };
         let group = self.group();
         ApiResource {
@@ -71,6 +80,7 @@ impl ResourceKind {
             ResourceKind::Endpoints => "endpoints",
             ResourceKind::EndpointSlices => "endpointslices",
             ResourceKind::Nodes => "nodes",
+            ResourceKind::ServiceCidrs => "servicecidrs",
         }
     }
 
@@ -81,6 +91,7 @@ impl ResourceKind {
             ResourceKind::Endpoints => "Endpoints",
             ResourceKind::EndpointSlices => "EndpointSlice",
             ResourceKind::Nodes => "Node",
+            ResourceKind::ServiceCidrs => "ServiceCIDR",
         }
     }
 
@@ -88,19 +99,27 @@ impl ResourceKind {
     pub fn group(self) -> &'static str {
         match self {
             ResourceKind::EndpointSlices => "discovery.k8s.io",
+            ResourceKind::ServiceCidrs => "networking.k8s.io",
             _ => "",
         }
     }
 
     /// Whether objects live in namespaces.
     pub fn namespaced(self) -> bool {
-        !matches!(self, ResourceKind::Nodes)
+        !matches!(self, ResourceKind::Nodes | ResourceKind::ServiceCidrs)
+    }
+
+    /// Whether an object's JSON differs between the kind's two versions
+    /// (EndpointSlices' topology); ServiceCIDRs' versions hold the same fields.
+    pub fn versions_differ(self) -> bool {
+        self == ResourceKind::EndpointSlices
     }
 
     /// Field selectors kube-apiserver accepts for this resource.
     pub fn selectable_fields(self) -> &'static [&'static str] {
         match self {
             ResourceKind::Nodes => &["metadata.name", "spec.unschedulable"],
+            ResourceKind::ServiceCidrs => &["metadata.name"],
             // spec.clusterIP is what kube-proxy 1.32+ selects by (`!=None`).
             ResourceKind::Services => &[
                 "metadata.name",
@@ -129,7 +148,7 @@ impl EncodeLabelValue for ResourceKind {
 /// One `T` per cached kind, indexed by [`ResourceKind`]: per-kind state as one
 /// value instead of parallel arrays.
 #[derive(Debug, Clone, Default)]
-pub struct PerKind<T>([T; 4]);
+pub struct PerKind<T>([T; 5]);
 
 impl<T> PerKind<T> {
     /// A table with `f(kind)` for every kind.
@@ -165,9 +184,9 @@ impl<T> IndexMut<ResourceKind> for PerKind<T> {
 /// A served API version of a cached resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ApiVersion {
-    /// `v1` (core) or `discovery.k8s.io/v1`.
+    /// `v1` (core), `discovery.k8s.io/v1` or `networking.k8s.io/v1`.
     V1,
-    /// `discovery.k8s.io/v1beta1` (EndpointSlices only).
+    /// `discovery.k8s.io/v1beta1` or `networking.k8s.io/v1beta1`.
     V1beta1,
 }
 
@@ -178,6 +197,9 @@ impl ApiVersion {
             .into_iter()
             .find(|v| v.as_str() == s)
     }
+
+    /// Both versions, preferred first.
+    pub const BOTH: [ApiVersion; 2] = [ApiVersion::V1, ApiVersion::V1beta1];
 
     /// Converts an EndpointSlice, as JSON, from the other version into this one.
     pub fn convert_slice(self, slice: &mut serde_json::Value) {
@@ -215,6 +237,8 @@ impl Served {
     pub fn api_version(self) -> &'static str {
         match (self.kind.group(), self.version) {
             ("", _) => "v1",
+            ("networking.k8s.io", ApiVersion::V1) => "networking.k8s.io/v1",
+            ("networking.k8s.io", ApiVersion::V1beta1) => "networking.k8s.io/v1beta1",
             (_, ApiVersion::V1) => "discovery.k8s.io/v1",
             (_, ApiVersion::V1beta1) => "discovery.k8s.io/v1beta1",
         }
@@ -227,6 +251,7 @@ impl Served {
             ResourceKind::Endpoints => "EndpointsList",
             ResourceKind::EndpointSlices => "EndpointSliceList",
             ResourceKind::Nodes => "NodeList",
+            ResourceKind::ServiceCidrs => "ServiceCIDRList",
         }
     }
 
@@ -240,6 +265,8 @@ impl Served {
             (ResourceKind::EndpointSlices, ApiVersion::V1beta1) => {
                 protobuf::Kind::EndpointSliceV1beta1
             }
+            (ResourceKind::ServiceCidrs, ApiVersion::V1) => protobuf::Kind::ServiceCidrV1,
+            (ResourceKind::ServiceCidrs, ApiVersion::V1beta1) => protobuf::Kind::ServiceCidrV1beta1,
         }
     }
 
@@ -255,6 +282,12 @@ impl Served {
             }
             (ResourceKind::EndpointSlices, ApiVersion::V1beta1) => {
                 r#"{"kind":"EndpointSlice","apiVersion":"discovery.k8s.io/v1beta1","#
+            }
+            (ResourceKind::ServiceCidrs, ApiVersion::V1) => {
+                r#"{"kind":"ServiceCIDR","apiVersion":"networking.k8s.io/v1","#
+            }
+            (ResourceKind::ServiceCidrs, ApiVersion::V1beta1) => {
+                r#"{"kind":"ServiceCIDR","apiVersion":"networking.k8s.io/v1beta1","#
             }
         }
     }

@@ -58,7 +58,7 @@ pub use kind::{ApiVersion, PerKind, ResourceKind, Served};
 pub use locality::Locality;
 pub use metrics::{CacheMetrics, UpstreamErrorReason};
 pub use object::{object_key, UpstreamObject};
-pub use ready::Readiness;
+pub use ready::{Availability, Readiness};
 pub use store::{Change, Sizes, Store, StoreExport, Subscription, TooOld};
 pub use view::{View, ViewLabels};
 pub use watchers::{WatcherHandle, WatcherInfo, WatcherRegistry, WatcherSnapshot};
@@ -281,9 +281,20 @@ impl Cache {
         }
     }
 
+    /// The version `served`'s objects are stored in, as far as their JSON
+    /// goes: the native one where the two versions differ (EndpointSlices),
+    /// else the one asked for (the stored body serves both).
+    fn stored_as(&self, served: Served) -> ApiVersion {
+        if served.kind.versions_differ() {
+            self.native(served.kind)
+        } else {
+            served.version
+        }
+    }
+
     /// `view`'s body as `served` asks for it.
     pub fn body<'v>(&self, view: &'v View, served: Served) -> &'v Encoded {
-        view.body(&self.0.codec, served.version, self.native(served.kind))
+        view.body(&self.0.codec, served.version, self.stored_as(served))
     }
 
     /// `view`'s protobuf message as `served` asks for it, encoded once and shared.
@@ -292,7 +303,7 @@ impl Cache {
         view: &View,
         served: Served,
     ) -> Result<bytes::Bytes, sitegrid_apimachinery::protobuf::EncodeError> {
-        view.message(&self.0.codec, served, self.native(served.kind))
+        view.message(&self.0.codec, served, self.stored_as(served))
     }
 
     /// `event`'s watch frame as `served` asks for it in `wire`, encoded once and shared.
@@ -302,7 +313,7 @@ impl Cache {
         served: Served,
         wire: Wire,
     ) -> Result<bytes::Bytes, sitegrid_apimachinery::protobuf::EncodeError> {
-        event.frame(&self.0.codec, served, self.native(served.kind), wire)
+        event.frame(&self.0.codec, served, self.stored_as(served), wire)
     }
 
     /// The open watches.

@@ -48,6 +48,19 @@ pub enum UpstreamErrorReason {
 }
 
 impl UpstreamErrorReason {
+    /// Whether an error of this reason says the API server is failing (no
+    /// list or watch can succeed meanwhile), not that one request was wrong.
+    pub fn is_upstream_failing(self) -> bool {
+        matches!(
+            self,
+            UpstreamErrorReason::Throttled
+                | UpstreamErrorReason::ServerError
+                | UpstreamErrorReason::Timeout
+                | UpstreamErrorReason::Tls
+                | UpstreamErrorReason::Connect
+        )
+    }
+
     /// Every reason, in label order.
     pub const ALL: [UpstreamErrorReason; 9] = [
         UpstreamErrorReason::Decode,

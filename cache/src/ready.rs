@@ -21,14 +21,23 @@
 //! — until the writer has synced each of them with the API server
 //! (*confirmed*).
 //!
+//! A kind not every API server has (ServiceCIDRs) is wanted only on
+//! demand; when discovery finds the API server does not serve it, it is
+//! *absent*: not pending, and its requests get kube-apiserver's `404`.
+//! While the upstream is known to be *failing* (its lists and watches end in
+//! connection errors, timeouts or 5xx), a request for a kind that was never
+//! synced is answered at once instead of waiting for a sync that cannot
+//! come ([`Readiness::wait_available`]).
+//!
 //! The one source of truth for `/readyz`, `cache_synced` and the handlers'
 //! wait before their first answer.
 
 use std::time::{Duration, SystemTime};
 
+use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::kind::ResourceKind;
+use super::kind::{ApiVersion, PerKind, ResourceKind};
 
 /// The set of served kinds, as bits in [`ResourceKind::ALL`] order.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -64,12 +73,36 @@ pub struct Readiness {
     restored: Option<(KindSet, SystemTime)>,
     /// Whether the API server failed to answer before the first sync.
     unreachable: watch::Sender<bool>,
+    /// Kinds the API server does not serve (discovery says so).
+    absent: watch::Sender<KindSet>,
+    /// The versions the API server serves of the kinds discovered on demand.
+    versions: Mutex<PerKind<Option<Vec<ApiVersion>>>>,
+    /// Why the upstream is failing now, while it is.
+    failing: watch::Sender<Option<String>>,
+}
+
+/// What a request for a kind finds after waiting ([`Readiness::wait_available`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Availability {
+    /// The kind is served: answer from the cache.
+    Served,
+    /// The API server does not serve the kind: `404`, as it answers.
+    Absent,
+    /// The kind was never synced and the upstream is failing, for this
+    /// reason: `503` at once.
+    UpstreamFailing(String),
+    /// Neither within the wait: `503`.
+    TimedOut,
 }
 
 impl Default for Readiness {
-    /// Every kind wanted from the start.
+    /// Every kind wanted from the start, but those only ever wanted on demand.
     fn default() -> Self {
-        Readiness::wanting(&ResourceKind::ALL)
+        let kinds: Vec<ResourceKind> = ResourceKind::ALL
+            .into_iter()
+            .filter(|k| !ResourceKind::ONLY_ON_DEMAND.contains(k))
+            .collect();
+        Readiness::wanting(&kinds)
     }
 }
 
@@ -85,6 +118,9 @@ impl Readiness {
             confirmed: watch::channel(KindSet::default()).0,
             restored: None,
             unreachable: watch::channel(false).0,
+            absent: watch::channel(KindSet::default()).0,
+            versions: Mutex::default(),
+            failing: watch::channel(None).0,
         }
     }
 
@@ -192,13 +228,99 @@ impl Readiness {
         self.served.borrow().contains(kind)
     }
 
-    /// The wanted kinds not served yet (empty: ready).
+    /// The wanted kinds not served yet (empty: ready); an absent kind is
+    /// not pending.
     pub fn pending(&self) -> Vec<ResourceKind> {
         let (served, wanted) = (*self.served.borrow(), *self.wanted.borrow());
+        let absent = *self.absent.borrow();
         ResourceKind::ALL
             .into_iter()
-            .filter(|k| wanted.contains(*k) && !served.contains(*k))
+            .filter(|k| wanted.contains(*k) && !served.contains(*k) && !absent.contains(*k))
             .collect()
+    }
+
+    /// Discovery found the API server serving `kind` in `versions` (none:
+    /// it does not serve it, and `kind` is absent and wanted no more, until
+    /// a request wants it again).
+    pub fn upstream_serves(&self, kind: ResourceKind, versions: &[ApiVersion]) {
+        self.versions.lock()[kind] = Some(versions.to_vec());
+        let bit = KindSet::bit(kind);
+        if versions.is_empty() {
+            self.wanted.send_if_modified(|set| {
+                let before = *set;
+                set.0 &= !bit;
+                *set != before
+            });
+        }
+        self.absent.send_if_modified(|set| {
+            let before = *set;
+            set.0 = if versions.is_empty() {
+                set.0 | bit
+            } else {
+                set.0 & !bit
+            };
+            *set != before
+        });
+    }
+
+    /// The versions the API server serves of `kind`, once discovered (only
+    /// for the kinds discovered on demand).
+    pub fn upstream_versions(&self, kind: ResourceKind) -> Option<Vec<ApiVersion>> {
+        self.versions.lock()[kind].clone()
+    }
+
+    /// Whether the API server does not serve `kind`.
+    pub fn is_absent(&self, kind: ResourceKind) -> bool {
+        self.absent.borrow().contains(kind)
+    }
+
+    /// The upstream failed, for `reason` (the sync says so on each failure
+    /// that is not the request's own fault: connections, timeouts, 5xx).
+    pub fn upstream_failing(&self, reason: &str) {
+        self.failing.send_if_modified(|f| {
+            let changed = f.as_deref() != Some(reason);
+            *f = Some(reason.to_owned());
+            changed
+        });
+    }
+
+    /// The upstream answered (any list, watch or discovery that worked).
+    pub fn upstream_working(&self) {
+        self.failing.send_if_modified(|f| f.take().is_some());
+    }
+
+    /// Why the upstream is failing, while it is.
+    pub fn failing(&self) -> Option<String> {
+        self.failing.borrow().clone()
+    }
+
+    /// Waits up to `limit` until `kind` is served or found absent; a kind
+    /// never served while the upstream is failing does not wait (unless a
+    /// snapshot holds it: that is served once the upstream fails to answer).
+    pub async fn wait_available(&self, kind: ResourceKind, limit: Duration) -> Availability {
+        let (mut served, mut absent) = (self.served.subscribe(), self.absent.subscribe());
+        let mut failing = self.failing.subscribe();
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if served.borrow_and_update().contains(kind) {
+                return Availability::Served;
+            }
+            if absent.borrow_and_update().contains(kind) {
+                return Availability::Absent;
+            }
+            if let Some(why) = failing.borrow_and_update().clone() {
+                if !self.is_restored(kind) {
+                    return Availability::UpstreamFailing(why);
+                }
+            }
+            // Each sender lives as long as `self`: a change or the deadline.
+            tokio::select! {
+                _ = served.changed() => {}
+                _ = absent.changed() => {}
+                _ = failing.changed() => {}
+                () = tokio::time::sleep_until(deadline) => return Availability::TimedOut,
+            }
+        }
     }
 
     /// Whether every wanted kind is served.
@@ -218,10 +340,79 @@ impl Readiness {
 mod tests {
     use super::*;
 
+    /// A kind the API server does not serve is not pending, and a request
+    /// for it learns so instead of waiting; a kind never synced gets the
+    /// upstream's failure at once, unless a snapshot holds it.
+    #[tokio::test]
+    async fn absent_and_failing_end_the_wait() {
+        use ResourceKind::*;
+        let r = Readiness::default();
+        let long = Duration::from_secs(3600);
+        r.want(ServiceCidrs);
+        assert_eq!(
+            r.pending(),
+            [Services, Endpoints, EndpointSlices, Nodes, ServiceCidrs]
+        );
+        r.upstream_serves(ServiceCidrs, &[]);
+        assert!(r.is_absent(ServiceCidrs) && !r.is_wanted(ServiceCidrs));
+        assert!(!r.pending().contains(&ServiceCidrs));
+        assert_eq!(
+            r.wait_available(ServiceCidrs, long).await,
+            Availability::Absent
+        );
+        assert_eq!(r.upstream_versions(ServiceCidrs), Some(vec![]));
+        // An upgraded API server serves it: no longer absent.
+        r.upstream_serves(ServiceCidrs, &[ApiVersion::V1]);
+        assert!(!r.is_absent(ServiceCidrs));
+        assert_eq!(
+            r.upstream_versions(ServiceCidrs),
+            Some(vec![ApiVersion::V1])
+        );
+        // The upstream fails: a kind never served is answered at once.
+        r.upstream_failing("connect");
+        assert_eq!(
+            r.wait_available(Endpoints, long).await,
+            Availability::UpstreamFailing("connect".into())
+        );
+        r.serve(Endpoints);
+        assert_eq!(
+            r.wait_available(Endpoints, long).await,
+            Availability::Served
+        );
+        // Working again: a request waits for its sync, up to its limit.
+        r.upstream_working();
+        assert_eq!(r.failing(), None);
+        assert_eq!(
+            r.wait_available(EndpointSlices, Duration::from_millis(10))
+                .await,
+            Availability::TimedOut
+        );
+        // A kind a snapshot holds waits for the snapshot instead.
+        let restored = Readiness::default().restoring(&[EndpointSlices], SystemTime::now());
+        restored.upstream_failing("timeout");
+        assert_eq!(
+            restored
+                .wait_available(EndpointSlices, Duration::from_millis(10))
+                .await,
+            Availability::TimedOut
+        );
+        restored.serve_restored();
+        assert_eq!(
+            restored.wait_available(EndpointSlices, long).await,
+            Availability::Served
+        );
+    }
+
     #[tokio::test]
     async fn pending_until_every_kind_is_served() {
         let r = Readiness::default();
-        assert_eq!(r.pending(), ResourceKind::ALL.to_vec());
+        use ResourceKind::*;
+        assert_eq!(
+            r.pending(),
+            [Services, Endpoints, EndpointSlices, Nodes],
+            "every kind but those not every API server has"
+        );
+        assert!(!r.is_wanted(ServiceCidrs));
         r.serve(ResourceKind::Nodes);
         assert!(r.is_served(ResourceKind::Nodes));
         assert!(!r.is_served(ResourceKind::Services));

@@ -248,7 +248,9 @@ fn selectable(kind: ResourceKind, obj: &Map<String, Value>) -> Vec<(&'static str
             ("spec.clusterIP", text("clusterIP")),
             ("spec.type", text("type")),
         ],
-        ResourceKind::Endpoints | ResourceKind::EndpointSlices => Vec::new(),
+        ResourceKind::Endpoints | ResourceKind::EndpointSlices | ResourceKind::ServiceCidrs => {
+            Vec::new()
+        }
     }
 }
 

@@ -23,9 +23,41 @@ pub fn binary() -> OsString {
     std::env::var_os("KUBECTL").unwrap_or_else(|| "kubectl".into())
 }
 
+/// Where the Google Cloud SDK keeps its kubectls, one per release
+/// (`kubectl.1.33`); `.ci/run` looks there for `kubectl` too.
+const CLOUD_SDK_BIN: &str = "/usr/lib/google-cloud-sdk/bin";
+
+/// The kubectl of one release (`"1.33"`), for tests that need that client:
+/// `$KUBECTL_1_33` if set, else `kubectl.1.33` on `PATH`, else the Google
+/// Cloud SDK's. `Err` says where it looked.
+pub fn release_binary(release: &str) -> Result<PathBuf, String> {
+    let var = format!("KUBECTL_{}", release.replace('.', "_"));
+    if let Some(path) = std::env::var_os(&var) {
+        return Ok(PathBuf::from(path));
+    }
+    let name = format!("kubectl.{release}");
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    on_path
+        .into_iter()
+        .chain([PathBuf::from(CLOUD_SDK_BIN)])
+        .map(|dir| dir.join(&name))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| {
+            format!(
+                "no kubectl {release}: set ${var} to one, or put {name} on PATH \
+                 (the Google Cloud SDK ships it in {CLOUD_SDK_BIN})"
+            )
+        })
+}
+
 /// kubectl talking to one server (clones share the HOME).
 #[derive(Debug, Clone)]
 pub struct Kubectl {
+    binary: OsString,
+    /// How to provide `binary` when it cannot be run.
+    missing: String,
     server: String,
     home: Arc<Home>,
     flags: Vec<OsString>,
@@ -80,10 +112,32 @@ impl Kubectl {
             panic!("cannot make a HOME for kubectl at {}: {e}", home.display());
         }
         Kubectl {
+            binary: binary(),
+            missing: "install kubectl (.ci/run finds or installs one) or set $KUBECTL to its path"
+                .into(),
             server: server.into(),
             home: Arc::new(Home(home)),
             flags: Vec::new(),
             env: Vec::new(),
+        }
+    }
+
+    /// The kubectl of `release` ([`release_binary`]) for `server`.
+    ///
+    /// # Panics
+    ///
+    /// If that kubectl is not found, saying where it was looked for.
+    pub fn of_release(server: impl Into<String>, release: &str) -> Kubectl {
+        match release_binary(release) {
+            Ok(path) => Kubectl {
+                binary: path.into_os_string(),
+                missing: format!(
+                    "a kubectl {release}: set $KUBECTL_{} to one",
+                    release.replace('.', "_")
+                ),
+                ..Kubectl::new(server)
+            },
+            Err(why) => panic!("this test uses the real kubectl {release} as its client: {why}"),
         }
     }
 
@@ -110,7 +164,7 @@ impl Kubectl {
     ///
     /// If kubectl cannot be started at all: install it, or set `$KUBECTL`.
     pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Printed {
-        let mut cmd = Command::new(binary());
+        let mut cmd = Command::new(&self.binary);
         cmd.arg("--server")
             .arg(&self.server)
             .arg("--cache-dir")
@@ -140,9 +194,8 @@ impl Kubectl {
                 stderr: String::from_utf8_lossy(&stderr).into_owned(),
             },
             Err(e) => panic!(
-                "cannot run {:?} ({e}): this test uses the real kubectl as its client; \
-                 install kubectl (.ci/run finds or installs one) or set $KUBECTL to its path",
-                binary()
+                "cannot run {:?} ({e}): this test uses the real kubectl as its client; {}",
+                self.binary, self.missing
             ),
         }
     }

@@ -1,7 +1,7 @@
 //! sitegrid's development kit, never linked into a shipped binary: an
-//! in-memory Kubernetes API server that behaves like kube-apiserver 1.20 for
-//! list/watch clients ([`apiserver`]), the sample clusters it is loaded with
-//! ([`sample`]), the real `kubectl` as a test client ([`kubectl`]), and the
+//! in-memory Kubernetes API server that behaves like kube-apiserver 1.20 (or
+//! 1.31, 1.35: [`KubernetesVersion`]) for list/watch clients
+//! ([`apiserver`]), the sample clusters it is loaded with ([`sample`]), the real `kubectl` as a test client ([`kubectl`]), and the
 //! small helpers the workspace's tests share ([`testing`]).
 #![warn(missing_docs)]
 
@@ -11,6 +11,6 @@ pub mod sample;
 pub mod testing;
 
 pub use apiserver::{
-    ApiServer, ApiServerConfig, Egress, FormEgress, Heartbeats, RequestRecord, ResourceEgress,
-    ServerHandle,
+    ApiServer, ApiServerConfig, ConfigError, Egress, FeatureGates, FormEgress, Heartbeats,
+    KubernetesVersion, RequestRecord, ResourceEgress, ServerHandle,
 };

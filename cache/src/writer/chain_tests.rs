@@ -213,6 +213,8 @@ impl World {
             Services => &self.services,
             Endpoints => &self.endpoints,
             EndpointSlices => &self.slices,
+            // Served as they are: nothing to compare between placements.
+            ServiceCidrs => return Vec::new(),
         };
         m.values().cloned().collect()
     }

@@ -58,8 +58,8 @@ impl Rv {
     }
 }
 
-/// Services and Nodes: what their arrival contributes, then dropped (their
-/// views are made once, from the object itself).
+/// Services, Nodes and ServiceCIDRs: what their arrival contributes, then
+/// dropped (their views are made once, from the object itself).
 pub(super) struct Once {
     /// The object as the API server sent it.
     pub(super) raw: Arc<RawValue>,
@@ -99,6 +99,11 @@ impl Incoming {
             ResourceKind::Nodes => Some(Box::new(Once {
                 raw: obj.raw,
                 labels: meta.labels,
+                annotations: None,
+            })),
+            ResourceKind::ServiceCidrs => Some(Box::new(Once {
+                raw: obj.raw,
+                labels: None,
                 annotations: None,
             })),
             ResourceKind::Endpoints | ResourceKind::EndpointSlices => None,

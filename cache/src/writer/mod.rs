@@ -425,6 +425,16 @@ impl Writer {
             ResourceKind::EndpointSlices => {
                 self.slices_changed(&arrived, previous, &deleted, batch)
             }
+            // Served as they are, to every site.
+            ResourceKind::ServiceCidrs => {
+                for (key, once) in &arrived {
+                    let view = self.upstream_value(kind, key, once.as_deref());
+                    self.emit(kind, key, view, batch);
+                }
+                for (key, _) in &deleted {
+                    self.emit(kind, key, None, batch);
+                }
+            }
         }
     }
 

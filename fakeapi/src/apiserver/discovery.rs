@@ -7,23 +7,11 @@
 use serde_json::{json, Value};
 
 use super::resource::{Resources, VERBS};
+use super::version::KubernetesVersion;
 
-/// What `/version` reports.
-pub(crate) const GIT_VERSION: &str = "v1.20.2";
-
-/// `/version`.
-pub(crate) fn version() -> Value {
-    json!({
-        "major": "1",
-        "minor": "20",
-        "gitVersion": GIT_VERSION,
-        "gitCommit": "faecb196815e248d3ecfb03c680a4507229c2a56",
-        "gitTreeState": "clean",
-        "buildDate": "2021-01-13T13:20:00Z",
-        "goVersion": "go1.15.5",
-        "compiler": "gc",
-        "platform": "linux/amd64"
-    })
+/// `/version`, as the release played answers it.
+pub(crate) fn version(version: KubernetesVersion) -> Value {
+    version.version_info()
 }
 
 /// `/api`: APIVersions. `server_address` is where clients reached us.
@@ -132,11 +120,12 @@ pub(crate) fn root(resources: &Resources) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use super::super::version::Profile;
     use super::*;
 
     #[test]
     fn documents() {
-        let r = Resources::new("v1beta1");
+        let r = Resources::new(&Profile::v1_20("v1beta1"));
         let core = resource_list(&r, "", "v1").unwrap();
         let svc = core["resources"]
             .as_array()

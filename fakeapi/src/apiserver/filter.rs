@@ -2,57 +2,12 @@
 //! selectors, parsed and worded by `sitegrid_apimachinery::selector`.
 
 use serde_json::Value;
-use sitegrid_apimachinery::selector::{FieldSelector, LabelSelector, UnknownFieldWording};
+use sitegrid_apimachinery::selector::{FieldSelector, LabelSelector};
 use sitegrid_apimachinery::Status;
 
+use super::fields::empty_when_unset;
 use super::object::Obj;
 use super::resource::ResourceType;
-
-/// The fields a resource can be selected on, and how it words a refusal
-/// (kube-apiserver's per-kind field label conversion functions).
-fn selectable_fields(rt: &ResourceType) -> (&'static [&'static str], UnknownFieldWording) {
-    use UnknownFieldWording::{FieldLabelNotSupported, KnownFieldSelector};
-    match (rt.group, rt.plural) {
-        ("", "nodes") => (
-            &["metadata.name", "spec.unschedulable"],
-            FieldLabelNotSupported,
-        ),
-        ("", "namespaces") => (&["metadata.name", "status.phase"], FieldLabelNotSupported),
-        ("", "pods") => (
-            &[
-                "metadata.name",
-                "metadata.namespace",
-                "spec.nodeName",
-                "spec.restartPolicy",
-                "spec.schedulerName",
-                "spec.serviceAccountName",
-                "status.phase",
-                "status.podIP",
-                "status.nominatedNodeName",
-            ],
-            FieldLabelNotSupported,
-        ),
-        ("", "events") => (
-            &[
-                "involvedObject.kind",
-                "involvedObject.namespace",
-                "involvedObject.name",
-                "involvedObject.uid",
-                "involvedObject.apiVersion",
-                "involvedObject.resourceVersion",
-                "involvedObject.fieldPath",
-                "reason",
-                "reportingComponent",
-                "source",
-                "type",
-                "metadata.namespace",
-                "metadata.name",
-            ],
-            FieldLabelNotSupported,
-        ),
-        _ => (&["metadata.name", "metadata.namespace"], KnownFieldSelector),
-    }
-}
 
 /// The value of a selectable field of `obj`, as Go's `fields.Set` has it.
 fn field_value(obj: &Obj, field: &str) -> Option<String> {
@@ -66,6 +21,9 @@ fn field_value(obj: &Obj, field: &str) -> Option<String> {
     if field == "spec.unschedulable" {
         // A Go bool field: absent prints as "false".
         return Some(v.unwrap_or_else(|| "false".into()));
+    }
+    if empty_when_unset(field) {
+        return Some(v.unwrap_or_default());
     }
     v
 }
@@ -108,9 +66,8 @@ impl Filter {
             LabelSelector::parse(label_selector).map_err(|e| Status::bad_request(e.to_string()))?;
         let fields =
             FieldSelector::parse(field_selector).map_err(|e| Status::bad_request(e.to_string()))?;
-        let (allowed, wording) = selectable_fields(rt);
         fields
-            .check_fields(allowed, wording)
+            .check_fields(rt.selectable.fields, rt.selectable.wording)
             .map_err(|e| Status::bad_request(e.to_string()))?;
         Ok(Filter {
             namespace: namespace.map(str::to_owned),
@@ -148,6 +105,7 @@ impl Filter {
 #[cfg(test)]
 mod tests {
     use super::super::resource::Resources;
+    use super::super::version::Profile;
     use super::*;
     use serde_json::json;
 
@@ -163,7 +121,7 @@ mod tests {
 
     #[test]
     fn selectors() {
-        let r = Resources::new("v1");
+        let r = Resources::new(&Profile::v1_20("v1"));
         let svc = r.by_id("services").unwrap();
         let o = obj(
             "default",

@@ -175,7 +175,10 @@ where
     let get = method == Method::GET || method == Method::HEAD;
     match route {
         Route::Root if get => Ok(value_response(StatusCode::OK, &discovery::root(resources))),
-        Route::Version if get => Ok(value_response(StatusCode::OK, &discovery::version())),
+        Route::Version if get => Ok(value_response(
+            StatusCode::OK,
+            &discovery::version(shared.profile.version),
+        )),
         Route::Health if get => {
             let mut resp = json_response(StatusCode::OK, Bytes::from_static(b"ok"));
             resp.headers_mut().insert(
@@ -371,11 +374,7 @@ impl Read<'_> {
         let watch = watch || opts.as_ref().is_ok_and(|o| o.watch);
         let tag = Tag::Read {
             resource: self.rt.idx,
-            form: if watch {
-                watch_objects(self.output).map_or(Form::Metadata, Objects::form)
-            } else {
-                Form::of(self.output)
-            },
+            form: Form::of(self.output),
             verb: if watch { Verb::Watch } else { Verb::List },
         };
         let result = opts.and_then(|mut opts| {
@@ -417,6 +416,7 @@ impl Read<'_> {
         opts: &ListOptions,
     ) -> Result<Response<Body>, Status> {
         let rt = self.rt;
+        let opts = &opts.for_release(shared.profile)?;
         let filter = Filter::new(
             rt,
             self.namespace,
@@ -424,7 +424,7 @@ impl Read<'_> {
             &opts.field_selector,
         )?;
         if opts.watch {
-            let body = match watch_objects(self.output) {
+            let body = match watch_objects(self.output, self.query)? {
                 Some(objects) => watch::watch(shared, rt, filter, objects, opts)?,
                 // kube-apiserver fails to encode an object as a list: the
                 // watch ends before its first event.
@@ -452,14 +452,17 @@ impl Read<'_> {
 }
 
 /// How a watch sends objects for `output`; `None` for `as=PartialObjectMetadataList`,
-/// which kube-apiserver cannot apply to an event's object. Table watches are
-/// sent as plain JSON here (kube-apiserver sends one Table per event).
-fn watch_objects(output: Format) -> Option<Objects> {
-    match output {
-        Format::Json | Format::Protobuf | Format::Table { .. } => Some(Objects::Full),
+/// which kube-apiserver cannot apply to an event's object. A Table watch
+/// sends one Table per event.
+fn watch_objects(output: Format, query: &str) -> Result<Option<Objects>, Status> {
+    Ok(match output {
+        Format::Json | Format::Protobuf => Some(Objects::Full),
+        Format::Table { api_version, .. } => {
+            Some(Objects::table(TableRequest::new(api_version, query)?))
+        }
         Format::Metadata { list: false } => Some(Objects::Metadata),
         Format::Metadata { list: true } => None,
-    }
+    })
 }
 
 /// Read a JSON request body of at most [`MAX_BODY`] bytes. Other media types

@@ -11,7 +11,8 @@
 //!   resourceVersion and continue);
 //! - a BOOKMARK: the bookmark's object converted alike,
 //!   `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":
-//!   {"resourceVersion":"N","creationTimestamp":null}}`;
+//!   {"resourceVersion":"N","creationTimestamp":null}}` (1.35: no null
+//!   creationTimestamp; a watch-list's end: the initial-events-end annotation);
 //! - the wrong one for the verb (`…List` on an object, the object form on a
 //!   list): `406 NotAcceptable` naming the internal Go type.
 //!
@@ -25,7 +26,7 @@ use sitegrid_apimachinery::Status;
 
 use super::list::Page;
 use super::object::{push_json_str, Obj};
-use super::resource::{ResourceType, APPS_GROUP, DISCOVERY_GROUP, GRID_GROUP};
+use super::resource::{ResourceType, APPS_GROUP, DISCOVERY_GROUP, GRID_GROUP, NETWORKING_GROUP};
 
 /// Append `obj` as a `PartialObjectMetadata`.
 pub(crate) fn push_object(obj: &Obj, out: &mut Vec<u8>) {
@@ -79,14 +80,15 @@ pub(crate) fn frame(ty: &str, obj: &Obj) -> Bytes {
     Bytes::from(out)
 }
 
-/// A BOOKMARK frame at `rv` for a metadata watch.
-pub(crate) fn bookmark_frame(rv: u64) -> Bytes {
+/// A BOOKMARK frame for a metadata watch, its object's `metadata` given
+/// (`super::object::bookmark_metadata`).
+pub(crate) fn bookmark_frame(metadata: &str) -> Bytes {
     let mut out = Vec::with_capacity(160);
     out.extend_from_slice(
-        b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"",
+        b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":",
     );
-    out.extend_from_slice(rv.to_string().as_bytes());
-    out.extend_from_slice(b"\",\"creationTimestamp\":null}}}\n");
+    out.extend_from_slice(metadata.as_bytes());
+    out.extend_from_slice(b"}}\n");
     Bytes::from(out)
 }
 
@@ -112,6 +114,7 @@ pub(crate) fn not_acceptable(rt: &ResourceType, list_asked: bool) -> Status {
 fn go_type(rt: &ResourceType, list: bool) -> String {
     let package = match rt.group {
         DISCOVERY_GROUP => "discovery",
+        NETWORKING_GROUP => "networking",
         APPS_GROUP => "apps",
         GRID_GROUP => {
             return if list {
@@ -130,17 +133,18 @@ fn go_type(rt: &ResourceType, list: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::resource::Resources;
+    use super::super::version::Profile;
     use super::*;
 
     #[test]
     fn frames_and_refusals() {
         assert_eq!(
-            bookmark_frame(434),
+            bookmark_frame(&super::super::object::bookmark_metadata(434, true, false)),
             Bytes::from_static(
                 b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"434\",\"creationTimestamp\":null}}}\n"
             )
         );
-        let r = Resources::new("v1");
+        let r = Resources::new(&Profile::v1_20("v1"));
         let nodes = r.by_id("nodes").unwrap();
         assert_eq!(
             not_acceptable(nodes, true).message,

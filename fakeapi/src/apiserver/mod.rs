@@ -1,5 +1,6 @@
-//! An in-memory kube-apiserver 1.20 for list/watch clients (kube-rs,
-//! client-go): the upstream of the proxy's tests, its demo and benchmarks.
+//! An in-memory kube-apiserver for list/watch clients (kube-rs, client-go):
+//! the upstream of the proxy's tests, its demo and benchmarks. It plays
+//! kube-apiserver 1.20 by default, or 1.31 / 1.35 (`version`).
 //!
 //! Layout: `routing` maps paths to resources, `handler` runs one generic
 //! handler per verb, `store` is the etcd stand-in (global resourceVersion,
@@ -8,7 +9,9 @@
 //! `table` kubectl's server-side Tables, `metadata` metadata-only
 //! responses, `discovery` the discovery documents, `serve` sockets and the
 //! layers around the handler, `faults` the faults a test switches on,
-//! `egress` what the server sends, `heartbeat` kubelets' node status writes.
+//! `egress` what the server sends, `heartbeat` kubelets' node status writes,
+//! `version` the release played and its feature gates, `fields` the field
+//! selectors each resource accepts.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -24,6 +27,7 @@ use sitegrid_apimachinery::Status;
 mod discovery;
 mod egress;
 mod faults;
+mod fields;
 mod filter;
 mod handler;
 mod heartbeat;
@@ -38,6 +42,7 @@ mod routing;
 mod serve;
 mod store;
 mod table;
+mod version;
 mod watch;
 mod write;
 
@@ -46,6 +51,8 @@ pub use faults::{Corruption, Faults, Verb as FaultVerb};
 pub use heartbeat::Heartbeats;
 pub(crate) use object::uuid_from;
 pub use serve::ServerHandle;
+pub(crate) use version::Profile;
+pub use version::{ConfigError, FeatureGates, KubernetesVersion};
 
 use egress::Meter;
 use resource::Resources;
@@ -59,8 +66,14 @@ pub(crate) type Body = UnsyncBoxBody<Bytes, std::convert::Infallible>;
 pub struct ApiServerConfig {
     /// Served version of discovery.k8s.io EndpointSlices: "v1" (default) or
     /// "v1beta1" (as Kubernetes 1.20 does). Only that version is served (the
-    /// other is 404), and discovery reports only it.
+    /// other is 404), and discovery reports only it. 1.31 and 1.35 serve v1
+    /// only: "v1beta1" with them is a [`ConfigError`].
     pub endpointslice_version: &'static str,
+    /// The kube-apiserver release played (default 1.20, this server's
+    /// behaviour before releases could be chosen).
+    pub kubernetes_version: KubernetesVersion,
+    /// Feature gates set away from that release's defaults.
+    pub feature_gates: FeatureGates,
     /// Watch events kept for resume (default 1000). A watch from an older
     /// resourceVersion gets the 410 ERROR frame.
     pub history: usize,
@@ -75,7 +88,34 @@ impl Default for ApiServerConfig {
             endpointslice_version: "v1",
             history: 1000,
             bookmark_interval: Duration::from_secs(60),
+            kubernetes_version: KubernetesVersion::V1_20,
+            feature_gates: FeatureGates::default(),
         }
+    }
+}
+
+impl ApiServerConfig {
+    /// The defaults, playing `version` with its default feature gates.
+    pub fn for_version(version: KubernetesVersion) -> Self {
+        ApiServerConfig {
+            kubernetes_version: version,
+            ..ApiServerConfig::default()
+        }
+    }
+
+    /// Check the configuration as the played release would (gates that do
+    /// not exist or are locked, an EndpointSlice version it does not serve).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.profile().map(|_| ())
+    }
+
+    /// What the configuration resolves to.
+    pub(crate) fn profile(&self) -> Result<Profile, ConfigError> {
+        Profile::new(
+            self.kubernetes_version,
+            self.feature_gates,
+            self.endpointslice_version,
+        )
     }
 }
 
@@ -98,6 +138,8 @@ pub struct RequestRecord {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub config: ApiServerConfig,
+    /// The release played, resolved from `config`.
+    pub profile: Profile,
     pub store: Store,
     /// Bumped by `disconnect_watches`; every watch stream ends on a change.
     pub disconnect: tokio::sync::watch::Sender<u64>,
@@ -116,20 +158,45 @@ pub struct ApiServer {
 
 impl ApiServer {
     /// An empty server at resourceVersion 1.
+    ///
+    /// # Panics
+    ///
+    /// On a configuration the played release would refuse; use
+    /// [`ApiServer::try_new`] to get the error instead.
     pub fn new(config: ApiServerConfig) -> Self {
-        let resources = Resources::new(config.endpointslice_version);
+        match Self::try_new(config) {
+            Ok(server) => server,
+            Err(e) => panic!("ApiServer::new: {e}"),
+        }
+    }
+
+    /// An empty server at resourceVersion 1, or why `config` is refused.
+    pub fn try_new(config: ApiServerConfig) -> Result<Self, ConfigError> {
+        let profile = config.profile()?;
+        let resources = Resources::new(&profile);
         let egress = Arc::new(Meter::new(resources.len()));
         let store = Store::new(resources, config.history);
-        ApiServer {
+        Ok(ApiServer {
             inner: Arc::new(Shared {
                 config,
+                profile,
                 store,
                 disconnect: tokio::sync::watch::channel(0).0,
                 egress,
                 requests: Mutex::new(Vec::new()),
                 faults: Faults::default(),
             }),
-        }
+        })
+    }
+
+    /// The configuration the server was made with.
+    pub fn config(&self) -> &ApiServerConfig {
+        &self.inner.config
+    }
+
+    /// The release played, resolved.
+    pub(crate) fn profile(&self) -> Profile {
+        self.inner.profile
     }
 
     /// Bind `addr` (tests pass 127.0.0.1:0) and serve HTTP/1.1 and h2c in a

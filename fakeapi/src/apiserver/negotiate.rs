@@ -68,6 +68,7 @@ pub(crate) fn produced(rt: &ResourceType, accept: Option<&str>) -> Format {
 #[cfg(test)]
 mod tests {
     use super::super::resource::Resources;
+    use super::super::version::Profile;
     use super::*;
 
     const KUBE_RS_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
@@ -77,7 +78,7 @@ mod tests {
 
     #[test]
     fn metadata_tables_and_objects() {
-        let r = Resources::new("v1");
+        let r = Resources::new(&Profile::v1_20("v1"));
         let nodes = r.by_id("nodes").unwrap();
         let configmaps = r.by_id("configmaps").unwrap();
         let n = |accept: &str| produced(nodes, Some(accept));

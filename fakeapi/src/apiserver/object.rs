@@ -117,6 +117,32 @@ pub(crate) fn encode_typed(kind: &str, api_version: &str, json: &[u8], out: &mut
     }
 }
 
+/// The annotation that marks the bookmark ending a watch-list's initial
+/// events (apimachinery `metav1.InitialEventsAnnotationKey`).
+pub(crate) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// The `metadata` of a BOOKMARK's object at `rv`: `creationTimestamp: null`
+/// where the release still writes an unset time as null, and the
+/// initial-events-end annotation on the bookmark that ends a watch-list's
+/// initial events.
+pub(crate) fn bookmark_metadata(
+    rv: u64,
+    null_creation_timestamp: bool,
+    initial_events_end: bool,
+) -> String {
+    let mut meta = format!("{{\"resourceVersion\":\"{rv}\"");
+    if null_creation_timestamp {
+        meta.push_str(",\"creationTimestamp\":null");
+    }
+    if initial_events_end {
+        meta.push_str(",\"annotations\":{\"");
+        meta.push_str(INITIAL_EVENTS_END);
+        meta.push_str("\":\"true\"}");
+    }
+    meta.push('}');
+    meta
+}
+
 /// Append `s` as a JSON string literal.
 pub(crate) fn push_json_str(s: &str, out: &mut Vec<u8>) {
     // Writing a &str into a Vec cannot fail.

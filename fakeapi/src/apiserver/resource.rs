@@ -1,5 +1,9 @@
 //! The resources this server serves: one table, used by routing, discovery,
-//! the store and `apply` alike (one generic handler, never a copy per kind).
+//! the store and `apply` alike (one generic handler, never a copy per kind),
+//! built for the release played (`super::version::Profile`).
+
+use super::fields::{self, Selectable};
+use super::version::Profile;
 
 /// One served resource type, e.g. `services` in core `v1`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +32,8 @@ pub(crate) struct ResourceType {
     pub id: String,
     /// Position in [`Resources`], used to index per-type storage.
     pub idx: usize,
+    /// Its field selectors in the release played.
+    pub selectable: Selectable,
 }
 
 /// Verbs listed in discovery for every resource.
@@ -41,6 +47,8 @@ pub(crate) const DISCOVERY_GROUP: &str = "discovery.k8s.io";
 pub(crate) const EVENTS_GROUP: &str = "events.k8s.io";
 /// `apps`: StatefulSets, which sitegrid-dnsd reads.
 pub(crate) const APPS_GROUP: &str = "apps";
+/// `networking.k8s.io`: ServiceCIDRs (1.31 behind a gate, 1.35).
+pub(crate) const NETWORKING_GROUP: &str = "networking.k8s.io";
 /// `superedge.io`: the grid resources (served as kube-apiserver serves their
 /// CRDs: namespaced, with a status subresource, short names from the CRDs).
 pub(crate) const GRID_GROUP: &str = "superedge.io";
@@ -81,6 +89,7 @@ impl ResourceType {
             api_version,
             id,
             idx: 0,
+            selectable: fields::selectable(group, plural, Default::default()),
         }
     }
 
@@ -97,8 +106,9 @@ pub(crate) struct Resources {
 }
 
 impl Resources {
-    /// The table for a server that serves EndpointSlices at `endpointslice_version`.
-    pub fn new(endpointslice_version: &'static str) -> Self {
+    /// The table for a server playing `profile`.
+    pub fn new(profile: &Profile) -> Self {
+        let endpointslice_version = profile.endpointslice_version;
         let r = ResourceType::new;
         let mut all = vec![
             r(
@@ -195,8 +205,29 @@ impl Resources {
                 true,
             ),
         ];
+        if let Some(version) = profile.service_cidrs {
+            // After EndpointSlices, so a 1.20 table keeps its order.
+            let at = all
+                .iter()
+                .position(|r| r.group == EVENTS_GROUP)
+                .unwrap_or(all.len());
+            all.insert(
+                at,
+                r(
+                    "servicecidrs",
+                    "servicecidr",
+                    "ServiceCIDR",
+                    NETWORKING_GROUP,
+                    version,
+                    false,
+                    &[],
+                    true,
+                ),
+            );
+        }
         for (i, r) in all.iter_mut().enumerate() {
             r.idx = i;
+            r.selectable = fields::selectable(r.group, r.plural, profile.version);
         }
         Resources { all }
     }
@@ -276,7 +307,7 @@ mod tests {
 
     #[test]
     fn lookups() {
-        let r = Resources::new("v1beta1");
+        let r = Resources::new(&Profile::v1_20("v1beta1"));
         assert_eq!(
             r.by_path("", "v1", "services").map(|r| r.kind),
             Some("Service")

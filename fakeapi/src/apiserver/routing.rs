@@ -134,11 +134,12 @@ fn object_or_collection(
 
 #[cfg(test)]
 mod tests {
+    use super::super::version::Profile;
     use super::*;
 
     #[test]
     fn paths() {
-        let r = Resources::new("v1");
+        let r = Resources::new(&Profile::v1_20("v1"));
         let idx = |id: &str| r.by_id(id).unwrap().idx;
         assert_eq!(route(&r, "/api"), Route::CoreVersions);
         assert_eq!(route(&r, "/debug/egress"), Route::DebugEgress);

@@ -5,9 +5,9 @@
 //!
 //! Only resources with a printer there (services, endpoints, endpointslices,
 //! nodes) answer Tables. For the others the Table offers are passed over and
-//! plain JSON is sent, which kubectl then prints on the client. Watches are
-//! always plain JSON. As kube-apiserver, the response's Content-Type stays
-//! `application/json`.
+//! plain JSON is sent, which kubectl then prints on the client. A watch
+//! sends one Table per event (`super::watch`). As kube-apiserver, the
+//! response's Content-Type stays `application/json`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -67,6 +67,30 @@ impl TableRequest {
         encode(&table(rt.plural, self.api_version, meta, rows, true))
     }
 
+    /// Append the Table a watch event of `obj` carries: the object's
+    /// resourceVersion, one row, and the columns if `with_columns`.
+    pub(crate) fn push_event_table(
+        &self,
+        rt: &ResourceType,
+        obj: &Obj,
+        with_columns: bool,
+        out: &mut Vec<u8>,
+    ) {
+        let meta = json!({ "resourceVersion": obj.rv.to_string() });
+        let rows = vec![self.row(rt, obj, now_unix())];
+        push(
+            &table(rt.plural, self.api_version, meta, rows, with_columns),
+            out,
+        );
+    }
+
+    /// Append the Table a BOOKMARK of a Table watch carries: no rows, the
+    /// resourceVersion `rv`.
+    pub(crate) fn push_bookmark_table(&self, rv: u64, out: &mut Vec<u8>) {
+        let meta = json!({ "resourceVersion": rv.to_string() });
+        push(&table("", self.api_version, meta, Vec::new(), false), out);
+    }
+
     fn row(&self, rt: &ResourceType, obj: &Obj, now: i64) -> Value {
         // Row objects carry kind and apiVersion, unlike list items.
         let typed = obj.to_typed_value(rt);
@@ -79,6 +103,12 @@ fn now_unix() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// Append `v` as compact JSON.
+fn push(v: &Value, out: &mut Vec<u8>) {
+    // Serializing a Value into a Vec cannot fail.
+    let _ = serde_json::to_writer(out, v);
 }
 
 /// Compact JSON and a newline, as every response body here.

@@ -2,6 +2,9 @@
 //! loaded with a sample cluster, until Ctrl-C; optionally with kubelets'
 //! node heartbeats. What it has sent is on `GET /debug/egress`.
 //!
+//! A newer cluster: `sitegrid-apiserver --kubernetes-version 1.35` (or
+//! `1.31 --feature-gates WatchList=true,MultiCIDRServiceAllocator=true`).
+//!
 //! The issue-16 scale (5,000 nodes in 100 sites, 10,000 Services):
 //! `sitegrid-apiserver --sample synthetic --sites 100 --nodes-per-site 50
 //! --services 10000 --node-heartbeat-period 5m`.
@@ -11,7 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
+use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig, FeatureGates, KubernetesVersion};
 
 /// Which sample cluster to load.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -24,7 +27,7 @@ enum Sample {
     Empty,
 }
 
-/// In-memory Kubernetes API server (kube-apiserver 1.20 list/watch behaviour).
+/// In-memory Kubernetes API server (kube-apiserver 1.20, 1.31 or 1.35 list/watch behaviour).
 #[derive(Debug, Parser)]
 #[command(name = "sitegrid-apiserver", version)]
 struct Args {
@@ -37,9 +40,17 @@ struct Args {
     /// The synthetic sample's size.
     #[command(flatten)]
     size: sample::SyntheticSize,
-    /// Served discovery.k8s.io version of EndpointSlices.
+    /// Served discovery.k8s.io version of EndpointSlices (v1beta1: 1.20 only).
     #[arg(long, default_value = "v1", value_parser = ["v1", "v1beta1"])]
     endpointslice_version: String,
+    /// The kube-apiserver release to play: 1.20 (this server's long-standing
+    /// behaviour), 1.31 or 1.35.
+    #[arg(long, default_value = "1.20")]
+    kubernetes_version: KubernetesVersion,
+    /// Feature gates away from the release's defaults, as kube-apiserver's
+    /// flag: WatchList=true,MultiCIDRServiceAllocator=true (1.31 and 1.35).
+    #[arg(long, value_parser = FeatureGates::parse, default_value = "")]
+    feature_gates: FeatureGates,
     /// Write every Node's status once per this period, spread evenly over
     /// it, as kubelets do (1.20: nodeStatusReportFrequency, 5m). Go-style
     /// duration (5m, 90s; a bare number is seconds), at least 1s. Off by default.
@@ -70,14 +81,25 @@ async fn main() -> ExitCode {
     } else {
         "v1"
     };
-    let server = ApiServer::new(ApiServerConfig {
+    let config = ApiServerConfig {
         endpointslice_version: version,
+        kubernetes_version: args.kubernetes_version,
+        feature_gates: args.feature_gates,
         ..ApiServerConfig::default()
-    });
-    let objects = match args.sample {
-        Sample::TwoSites => sample::two_sites(version),
-        Sample::Synthetic => args.size.objects(version),
-        Sample::Empty => Vec::new(),
+    };
+    let loaded = match args.sample {
+        Sample::TwoSites => sample::two_sites_for(&config),
+        // The synthetic cluster keeps its 1.20 shapes (EndpointSlices in v1
+        // unless asked otherwise) on every release.
+        Sample::Synthetic => Ok(args.size.objects(version)),
+        Sample::Empty => Ok(Vec::new()),
+    };
+    let (server, objects) = match ApiServer::try_new(config).and_then(|s| Ok((s, loaded?))) {
+        Ok(ok) => ok,
+        Err(e) => {
+            eprintln!("sitegrid-apiserver: {e}");
+            return ExitCode::FAILURE;
+        }
     };
     let count = objects.len();
     let loading = std::time::Instant::now();
@@ -95,8 +117,9 @@ async fn main() -> ExitCode {
     };
     println!("{}", handle.url());
     eprintln!(
-        "serving {count} objects (loaded in {loaded_in:.1?}) at resourceVersion {} (EndpointSlices {version}); egress on {}/debug/egress; Ctrl-C to stop",
+        "serving {count} objects (loaded in {loaded_in:.1?}) at resourceVersion {} as Kubernetes {} (EndpointSlices {version}); egress on {}/debug/egress; Ctrl-C to stop",
         server.resource_version(),
+        args.kubernetes_version,
         handle.url()
     );
     let _heartbeats = args.node_heartbeat_period.map(|period| {

@@ -1,9 +1,12 @@
 //! Sample clusters to load into the [`ApiServer`]: the two-site SuperEdge
 //! example (the one test world: `sample/two-sites.json`, also loaded into the
-//! real cluster by `deploy/e2e/sample.sh`) and a large synthetic cluster for
+//! real cluster by `deploy/e2e/sample.sh`), as kube-apiserver 1.20 stores it
+//! ([`two_sites`]) or as the release a server plays does ([`two_sites_for`],
+//! [`ApiServer::load_two_sites`]); and a large synthetic cluster for
 //! benchmarks.
 
 mod objects;
+mod release;
 mod world;
 
 use serde_json::{json, Value};
@@ -12,6 +15,7 @@ use crate::apiserver::ApiServer;
 use objects::{
     endpoint_slice, endpoints, kubelet_node, service, suffix_for, Backend, ServiceSpec, SliceSpec,
 };
+pub use release::two_sites_for;
 pub use world::{two_sites, World, WORLD};
 
 /// A Service (with Endpoints and one EndpointSlice) on port 80 → 8080.

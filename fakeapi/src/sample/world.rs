@@ -27,6 +27,10 @@ pub static WORLD: LazyLock<World> = LazyLock::new(|| {
 pub struct World {
     /// The API server's own address (the `default/kubernetes` endpoint).
     pub apiserver: String,
+    /// The Service IP range (`--service-cluster-ip-range`), which the
+    /// default ServiceCIDR of 1.31+ holds.
+    #[serde(rename = "serviceCIDR")]
+    pub service_cidr: String,
     /// The nodes.
     pub nodes: Vec<SampleNode>,
     /// The Services.
@@ -63,6 +67,10 @@ pub struct SampleService {
     pub grid: Option<String>,
     /// Its one port (ServicePort JSON).
     pub port: Value,
+    /// `spec.trafficDistribution` on releases that have the field and the
+    /// value (1.30+; `PreferSameNode` 1.33+).
+    #[serde(default, rename = "trafficDistribution")]
+    pub traffic_distribution: Option<String>,
 }
 
 /// A pod of the world: Running and Ready on its node.

@@ -308,3 +308,21 @@ pub fn relabelled(node: &Value, site: &str) -> Value {
     node["metadata"]["labels"]["location"] = serde_json::json!(site);
     node
 }
+
+/// A server playing `version` (default gates), loaded with the two-site
+/// world as that release stores it.
+pub async fn start_release(version: sitegrid_fakeapi::KubernetesVersion) -> Harness {
+    start_configured(ApiServerConfig::for_version(version)).await
+}
+
+/// A server made with `config`, loaded with the two-site world as its
+/// release stores it.
+pub async fn start_configured(config: ApiServerConfig) -> Harness {
+    let h = start(config).await;
+    h.server.load_two_sites();
+    h
+}
+
+/// kube-apiserver's answer to a path it serves nothing at (the 1.20
+/// reference §0, the note §5.1).
+pub const NOT_FOUND_RESOURCE: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}"#;

@@ -223,7 +223,7 @@ async fn paged_and_single_object_tables() {
 }
 
 #[tokio::test]
-async fn other_resources_and_watches_stay_json() {
+async fn other_resources_stay_json_and_watches_send_a_table_per_event() {
     let h = two_sites().await;
     let namespaces = get_accept(&h, "/api/v1/namespaces", KUBECTL_ACCEPT).await;
     assert_eq!(namespaces.code(), 200);
@@ -239,6 +239,8 @@ async fn other_resources_and_watches_stay_json() {
     .await;
     assert_eq!(json_first.json()["kind"], "EndpointsList");
 
+    // kubectl get --watch: one Table per event, the columns only in the first
+    // (kubectl prints its header once).
     let resp = send_accept(
         &h,
         "/api/v1/namespaces/default/endpoints?watch=1",
@@ -248,7 +250,7 @@ async fn other_resources_and_watches_stay_json() {
     assert_eq!(resp.status(), StatusCode::OK);
     let mut body = resp.into_body();
     let mut buf = Vec::new();
-    while !buf.contains(&b'\n') {
+    while buf.iter().filter(|b| **b == b'\n').count() < 2 {
         let frame = tokio::time::timeout(WAIT, body.frame())
             .await
             .expect("watch event in time")
@@ -258,8 +260,22 @@ async fn other_resources_and_watches_stay_json() {
             buf.extend_from_slice(&data);
         }
     }
-    let line = buf.split(|b| *b == b'\n').next().unwrap();
-    let event: Value = serde_json::from_slice(line).unwrap();
-    assert_eq!(event["type"], "ADDED");
-    assert_eq!(event["object"]["kind"], "Endpoints");
+    let events: Vec<Value> = buf
+        .split(|b| *b == b'\n')
+        .take(2)
+        .map(|line| serde_json::from_slice(line).unwrap())
+        .collect();
+    for event in &events {
+        assert_eq!(event["type"], "ADDED");
+        assert_eq!(event["object"]["kind"], "Table");
+        let rows = event["object"]["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 1, "{event}");
+        assert_eq!(rows[0]["object"]["kind"], "PartialObjectMetadata");
+        assert_eq!(
+            rows[0]["cells"][0], rows[0]["object"]["metadata"]["name"],
+            "{event}"
+        );
+    }
+    assert_eq!(events[0]["object"]["columnDefinitions"][0]["name"], "Name");
+    assert!(events[1]["object"]["columnDefinitions"].is_null());
 }

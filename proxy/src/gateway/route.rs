@@ -156,12 +156,12 @@ struct Target {
 /// The cached kind and scope `api` addresses, spelled exactly as kube-apiserver spells them.
 fn cached_target(api: &ApiPath<'_>) -> Option<Target> {
     let version = match (api.group, api.version) {
-        ("", "v1") | ("discovery.k8s.io", "v1") => ApiVersion::V1,
-        ("discovery.k8s.io", "v1beta1") => ApiVersion::V1beta1,
+        ("", "v1") | ("discovery.k8s.io" | "networking.k8s.io", "v1") => ApiVersion::V1,
+        ("discovery.k8s.io" | "networking.k8s.io", "v1beta1") => ApiVersion::V1beta1,
         _ => return None,
     };
     let kind = ResourceKind::from_plural(api.resource).filter(|k| k.group() == api.group)?;
-    // Nodes are cluster-scoped (`/namespaces/x/nodes` does not exist); a
+    // Nodes and ServiceCIDRs are cluster-scoped (`/namespaces/x/nodes` does not exist); a
     // namespaced single-object path needs the namespace; subresources go upstream.
     let misscoped = matches!(
         (kind.namespaced(), api.namespace, api.name),

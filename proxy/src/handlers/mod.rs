@@ -21,7 +21,7 @@ use request::{CachedRequest, Format, Verb};
 pub use watch::WatchSettings;
 
 use crate::http::{response, Body, Framed};
-use sitegrid_cache::Cache;
+use sitegrid_cache::{Availability, Cache};
 
 /// Settings of the cache handlers.
 #[derive(Debug, Clone, Copy)]
@@ -48,17 +48,7 @@ pub async fn handle(
     req: CachedRequest,
     closing: &CancellationToken,
 ) -> Response<Body> {
-    let kind = req.served.kind;
-    cache.readiness().want(kind);
-    if !cache
-        .readiness()
-        .wait_served(kind, settings.sync_wait)
-        .await
-    {
-        let status = Status::service_unavailable(
-            format!("sitegrid-proxy has not synced {kind} from the API server yet"),
-            1,
-        );
+    if let Err(status) = available(cache, settings, &req).await {
         return response::status_as(&status, req.errors);
     }
     let (format, errors, pretty) = (req.format, req.errors, req.pretty);
@@ -83,6 +73,48 @@ pub async fn handle(
     };
     result.unwrap_or_else(|s| response::status_as(&s, errors))
 }
+
+/// Waits (up to `sync_wait`) until `req`'s kind can be answered from the
+/// cache; otherwise what kube-apiserver would answer in its place: `404` for
+/// a resource or version the API server does not serve, `503` when it has
+/// not been synced — at once while the API server is known to be failing,
+/// since no sync can come meanwhile.
+async fn available(
+    cache: &Cache,
+    settings: &HandlerSettings,
+    req: &CachedRequest,
+) -> Result<(), Status> {
+    let (kind, readiness) = (req.served.kind, cache.readiness());
+    let not_served =
+        |versions: Vec<_>| !versions.contains(&req.served.version) && !readiness.is_served(kind);
+    // A kind discovered on demand, in a version the API server does not
+    // serve: want it anyway, so that discovery is read again (bounded by
+    // the sync), and answer as the API server would now.
+    let absent_version = readiness.upstream_versions(kind).is_some_and(not_served);
+    readiness.want(kind);
+    if absent_version {
+        return Err(Status::not_found_resource());
+    }
+    match readiness.wait_available(kind, settings.sync_wait).await {
+        Availability::Served => Ok(()),
+        Availability::Absent => Err(Status::not_found_resource()),
+        Availability::UpstreamFailing(why) => Err(Status::service_unavailable(
+            format!(
+                "sitegrid-proxy cannot serve {kind}: it has not synced them from the API server, \
+                 which is failing ({why}); retry later"
+            ),
+            RETRY_WHILE_FAILING,
+        )),
+        Availability::TimedOut => Err(Status::service_unavailable(
+            format!("sitegrid-proxy has not synced {kind} from the API server yet"),
+            1,
+        )),
+    }
+}
+
+/// `Retry-After` of a request answered at once because the upstream is
+/// failing (seconds): a client retrying sooner would only get the same.
+const RETRY_WHILE_FAILING: u32 = 5;
 
 /// A whole answer in `format` (JSON indented when asked to).
 fn body_response(body: Framed, format: Format, pretty: bool) -> Response<Body> {

@@ -42,6 +42,9 @@ impl ErrorStreak {
         if !cache.readiness().is_served(kind) {
             cache.readiness().upstream_unreachable();
         }
+        if reason.is_upstream_failing() {
+            cache.readiness().upstream_failing(reason.as_str());
+        }
         self.errors += 1;
         if reason == Reason::Expired {
             // A compacted version: the watcher relists, as designed.
@@ -55,7 +58,8 @@ impl ErrorStreak {
     }
 
     /// The stream yielded an event: a spell of errors, if any, is over.
-    pub fn over(&mut self) {
+    pub fn over(&mut self, cache: &Cache) {
+        cache.readiness().upstream_working();
         if let Some(reason) = self.reason.take() {
             if reason != Reason::Expired || self.errors > 1 {
                 info!(resource = %self.kind, errors = self.errors, last_reason = %reason, "upstream list/watch works again");
@@ -76,7 +80,8 @@ pub fn reason(err: &watcher::Error) -> Reason {
     }
 }
 
-fn client_reason(err: &kube::Error) -> Reason {
+/// The reason of a failed request of the client's own (discovery).
+pub fn client_reason(err: &kube::Error) -> Reason {
     match err {
         kube::Error::Api(status) => by_code(status.code),
         kube::Error::SerdeError(_) | kube::Error::LinesCodecMaxLineLengthExceeded => Reason::Decode,

@@ -12,7 +12,10 @@ use tracing::{debug, error, info, warn};
 
 use sitegrid_cache::{ApiVersion, Cache, Locality, ResourceKind, WriterInput, WriterSlot};
 
-use super::{errors::ErrorStreak, membership, reflector};
+use super::{
+    errors::{self, ErrorStreak},
+    membership, reflector,
+};
 
 /// How long past its `timeoutSeconds` an upstream watch may stay silent
 /// before it is taken for stalled.
@@ -146,6 +149,10 @@ pub async fn run(
             continue;
         }
         let (client, tx, cache) = (client.clone(), tx.clone(), cache.clone());
+        if ResourceKind::ONLY_ON_DEMAND.contains(&kind) {
+            tasks.spawn(reflect_discovered(client, kind, tx, cache));
+            continue;
+        }
         tasks.spawn(async move {
             // On demand: nothing goes upstream for a kind no client asked for.
             if !cache.readiness().is_wanted(kind) {
@@ -184,23 +191,95 @@ pub async fn run(
     }
 }
 
-/// One kind's list/watch, forwarded to the writer; errors are counted (by
-/// reason), logged once per streak, and retried.
-async fn reflect(
+/// How often, at most, discovery is read again for a kind the API server
+/// did not serve (when requests for it keep coming): an upgraded API server
+/// that starts serving it is noticed within this.
+const RECHECK: Duration = Duration::from_secs(60);
+
+/// A kind not every API server has (ServiceCIDRs), from the first request
+/// for it: discovery says which versions the API server serves. None: the
+/// kind is absent (its requests get `404`) until a later request wants it,
+/// and discovery is read again, at most once per [`RECHECK`]. Some: it is
+/// listed and watched in the preferred one, for good.
+async fn reflect_discovered(
     client: kube::Client,
     kind: ResourceKind,
-    slice_version: ApiVersion,
     tx: mpsc::Sender<WriterInput>,
     cache: Cache,
 ) {
-    let resource = kind.api_resource(slice_version);
+    let readiness = cache.readiness();
+    let mut checked: Option<tokio::time::Instant> = None;
+    let mut delay = Duration::from_millis(200);
+    loop {
+        readiness.wanted(kind).await;
+        if let Some(at) = checked {
+            tokio::time::sleep_until(at + RECHECK).await;
+        }
+        match served_versions(&client, kind).await {
+            Ok(versions) => {
+                readiness.upstream_working();
+                readiness.upstream_serves(kind, &versions);
+                checked = Some(tokio::time::Instant::now());
+                let Some(version) = versions.first() else {
+                    info!(resource = %kind, group = kind.group(), "the API server does not serve it; requests get 404");
+                    continue;
+                };
+                info!(resource = %kind, version = version.as_str(), "first request; syncing");
+                return reflect(client, kind, *version, tx, cache).await;
+            }
+            Err(err) => {
+                let reason = errors::client_reason(&err);
+                cache.metrics().upstream_error(kind, reason);
+                if reason.is_upstream_failing() {
+                    readiness.upstream_failing(reason.as_str());
+                }
+                warn!(resource = %kind, error = %err, retry_in = ?delay, "cannot read discovery");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(10));
+            }
+        }
+    }
+}
+
+/// The versions (preferred first) in which the API server serves `kind`,
+/// from its discovery documents; none when it has neither the group nor the
+/// resource in it.
+async fn served_versions(
+    client: &kube::Client,
+    kind: ResourceKind,
+) -> Result<Vec<ApiVersion>, kube::Error> {
+    let mut served = Vec::new();
+    for version in ApiVersion::BOTH {
+        let group_version = format!("{}/{}", kind.group(), version.as_str());
+        match client.list_api_group_resources(&group_version).await {
+            Ok(list) if list.resources.iter().any(|r| r.name == kind.plural()) => {
+                served.push(version)
+            }
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(served)
+}
+
+/// One kind's list/watch in `version`, forwarded to the writer; errors are
+/// counted (by reason), logged once per streak, and retried.
+async fn reflect(
+    client: kube::Client,
+    kind: ResourceKind,
+    version: ApiVersion,
+    tx: mpsc::Sender<WriterInput>,
+    cache: Cache,
+) {
+    let resource = kind.api_resource(version);
     let watch_timeout = cache.config().watch_timeout;
     let mut events = std::pin::pin!(reflector::watch(client, &resource, watch_timeout));
     let mut errors = ErrorStreak::new(kind);
     while let Some(item) = events.next().await {
         match item {
             Ok(event) => {
-                errors.over();
+                errors.over(&cache);
                 if tx.send((kind, event).into()).await.is_err() {
                     debug!(resource = %kind, "writer gone; reflector stops");
                     return;
@@ -217,11 +296,19 @@ async fn reflect(
 async fn discover_with_retry(client: &kube::Client, cache: &Cache) -> ApiVersion {
     let mut delay = Duration::from_millis(200);
     loop {
-        match reflector::group_versions(client, ResourceKind::EndpointSlices.group()).await {
+        let found = reflector::group_versions(client, ResourceKind::EndpointSlices.group()).await;
+        if found.is_ok() {
+            cache.readiness().upstream_working();
+        }
+        match found {
             Ok(versions) if versions.iter().any(|v| v == "v1") => return ApiVersion::V1,
             Ok(_) => return ApiVersion::V1beta1,
             Err(err) => {
                 cache.readiness().upstream_unreachable();
+                let reason = errors::client_reason(&err);
+                if reason.is_upstream_failing() {
+                    cache.readiness().upstream_failing(reason.as_str());
+                }
                 warn!(error = %err, retry_in = ?delay, "cannot reach the API server for discovery");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(10));

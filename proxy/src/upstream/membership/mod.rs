@@ -559,7 +559,7 @@ pub async fn reflect_nodes(
             }
             Some((source, generation, item)) = feed.recv() => match item {
                 Ok(event) => {
-                    errors.over();
+                    errors.over(&cache);
                     machine.event(&source, generation, event)
                 }
                 Err(err) => {
