@@ -47,11 +47,14 @@ pub(super) async fn run_controllers(
         return;
     };
     let (fleet, fleet_task) = Fleet::start(client.clone(), options.cluster_grace);
+    let reach = fleet.clone();
+    health.metrics.set_fleet(move || reach.reachability());
     let ctx = context(&client, options, &health, nodes, fleet.clone());
     let grids = GridControllers {
         client: client.clone(),
         config: controller::Config::default().concurrency(options.concurrency),
         fleet: &fleet,
+        metrics: &health.metrics,
         site_rx: &site_rx,
         stop: stop.clone(),
     };
@@ -145,6 +148,8 @@ struct GridControllers<'a, S> {
     client: Client,
     config: controller::Config,
     fleet: &'a Fleet,
+    /// Each controller's counters start at 0 when it is built.
+    metrics: &'a Metrics,
     /// The nodes' label fingerprint: it changes when sites may have.
     site_rx: &'a watch::Receiver<u64>,
     stop: S,
@@ -180,6 +185,7 @@ impl<S: Future<Output = ()> + Clone + Send + Sync + 'static> GridControllers<'_,
         &self,
         wake: impl FnOnce(Controller<K>) -> Controller<K>,
     ) -> Controller<K> {
+        self.metrics.controlling(&K::kind(&()));
         let owned = watcher::Config::default().labels(GRID_SELECTOR_LABEL);
         let controller = Controller::new(
             Api::<K>::all(self.client.clone()),
