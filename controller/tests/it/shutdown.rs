@@ -1,8 +1,9 @@
-//! SIGTERM ends the controller whatever state its leader election is in,
-//! against a scripted API server on 127.0.0.1 whose Lease API fails:
-//! one that serves no Leases at all (every request `404`), and one where
-//! the Lease is created, then `404` (gone), then requests go unanswered
-//! (an API server going away).
+//! SIGTERM ends the controller whatever state it is in: against a scripted
+//! API server on 127.0.0.1 whose Lease API fails (it serves no Leases at
+//! all, every request `404`; or the Lease is created, then `404`, then
+//! requests go unanswered: an API server going away), and, without
+//! election, against the in-memory API server, which serves no
+//! DeploymentGrids (that controller never lists).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sitegrid_fakeapi::testing::command;
+use sitegrid_fakeapi::{ApiServer, ApiServerConfig};
 
 /// A failure bound only: how long a stopped controller may take to exit.
 const EXIT_BOUND: Duration = Duration::from_secs(30);
@@ -129,6 +131,11 @@ fn not_found() -> Value {
 
 /// The controller with leader election on, against 127.0.0.1:`port`.
 fn start_controller(port: u16, name: &str) -> Child {
+    start_controller_with(&format!("http://127.0.0.1:{port}"), name, &[])
+}
+
+/// The controller against the API server at `url`, with `extra` flags.
+fn start_controller_with(url: &str, name: &str, extra: &[&str]) -> Child {
     let dir = std::env::temp_dir().join(format!(
         "sitegrid-controller-shutdown-{}-{name}",
         std::process::id()
@@ -138,7 +145,7 @@ fn start_controller(port: u16, name: &str) -> Child {
     std::fs::write(
         &kubeconfig,
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'http://127.0.0.1:{port}'}}\n\
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: '{url}'}}\n\
              users:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
         ),
     )
@@ -149,6 +156,7 @@ fn start_controller(port: u16, name: &str) -> Child {
     command(env!("CARGO_BIN_EXE_sitegrid-controller"), &["POD_NAME"])
         .args(["--kubeconfig", kubeconfig.to_str().unwrap()])
         .args(["--bind-address", &address])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -214,4 +222,28 @@ fn sigterm_ends_it_when_the_lease_vanishes_and_the_api_server_stops_answering() 
     let code = terminate(controller);
     seen.stop.store(true, Ordering::SeqCst);
     assert_eq!(code, Some(0));
+}
+
+#[test]
+fn sigterm_ends_it_while_a_grid_kind_is_not_served() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = ApiServer::new(ApiServerConfig::default());
+    server.load(sitegrid_fakeapi::sample::two_sites("v1"));
+    let handle = runtime
+        .block_on(server.serve("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let controller = start_controller_with(&handle.url(), "unserved", &["--leader-elect=false"]);
+    // The controllers run: the DeploymentGrid one has asked for its grids
+    // (404) and waits for a first list that never comes.
+    wait_until("a DeploymentGrid list", || {
+        server
+            .requests()
+            .iter()
+            .any(|r| r.path == "/apis/superedge.io/v1/deploymentgrids")
+    });
+    assert_eq!(terminate(controller), Some(0));
 }
