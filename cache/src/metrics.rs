@@ -302,6 +302,15 @@ impl Collector for CacheCollector {
             MetricType::Gauge,
             |k| ConstGauge::new(i64::from(cache.readiness().is_served(k))),
         )?;
+        per_kind(
+            &mut encoder,
+            (
+                "cache_wanted",
+                "1 once the resource is listed and watched upstream: services and nodes always, the others (with on-demand reflection) from the first request for them",
+            ),
+            MetricType::Gauge,
+            |k| ConstGauge::new(i64::from(cache.readiness().is_wanted(k))),
+        )?;
         ConstGauge::new(gauge(cache.current_rv())).encode(encoder.encode_descriptor(
             "cache_resource_version",
             "The newest resourceVersion the cache has handed out",

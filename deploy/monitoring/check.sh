@@ -244,8 +244,9 @@ post_grid
 wait_for "dnsd to re-select its site's StatefulSets" metric_in "http://127.0.0.1:$dnsd_ops" sitegrid_dnsd_selector_changes_total
 stop apiserver
 wait_for "the proxy's upstream connect errors" metric_in "http://127.0.0.1:$proxy_ops" 'sitegrid_proxy_upstream_errors_total{resource="[a-z]*",reason="connect"} [1-9]'
-wait_for "dnsd's watch errors" metric_in "http://127.0.0.1:$dnsd_ops" sitegrid_dnsd_watch_errors_total
-wait_for "the controller's reconcile errors" metric_in "http://127.0.0.1:$ctl_ops" sitegrid_controller_reconcile_errors_total
+# Both counters are exported at 0 from the start: wait for a counted error.
+wait_for "dnsd's watch errors" metric_in "http://127.0.0.1:$dnsd_ops" 'sitegrid_dnsd_watch_errors_total{resource="[a-z]*"} [1-9]'
+wait_for "the controller's reconcile errors" metric_in "http://127.0.0.1:$ctl_ops" 'sitegrid_controller_reconcile_errors_total{kind="StatefulSetGrid"} [1-9]'
 start_api
 wait_for "the API server, back" answers "$api/api/v1/nodes"
 post_grid

@@ -98,6 +98,14 @@ impl Metrics {
         self.write_errors.inc();
     }
 
+    /// A watch of `resource` starts: its error counter is exported from 0 on,
+    /// so that `rate()` sees the first error (a series that appears with its
+    /// first increment shows none).
+    pub fn watching(&self, resource: &str) {
+        // The guard of the family is not needed: creating the series is all.
+        drop(self.watch_errors.get_or_create(&label(resource)));
+    }
+
     /// The watch of `resource` failed (and will retry).
     pub fn watch_failed(&self, resource: &str) {
         self.watch_errors.get_or_create(&label(resource)).inc();

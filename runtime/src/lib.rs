@@ -2,7 +2,8 @@
 //! rules: which kubeconfig is used, how logs look, how a start-up error is
 //! printed, which signals stop the process, how durations are written on the
 //! command line, how a port is served, and the operator endpoints
-//! (`/healthz`, `/livez`, `/readyz`, `/metrics`), and files replaced atomically.
+//! (`/healthz`, `/livez`, `/readyz`, `/metrics` with the standard process
+//! metrics), and files replaced atomically.
 #![warn(missing_docs)]
 
 mod duration;
@@ -13,6 +14,7 @@ mod kubeconfig;
 mod log;
 mod nofile;
 pub mod ops;
+mod process;
 pub mod response;
 pub mod serve;
 mod shutdown;

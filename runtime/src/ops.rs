@@ -4,7 +4,7 @@
 //! |--------------------|----------------------------------------------------------|
 //! | `/healthz`, `/livez` | `200 ok` while the process serves at all               |
 //! | `/readyz`          | `200 ok`, `200 ok, degraded: <why>`, or `503 not ready: <reason>` |
-//! | `/metrics`         | the Prometheus registry, OpenMetrics text               |
+//! | `/metrics`         | the binary's registry and the process metrics, OpenMetrics text |
 //!
 //! Only GET and HEAD are allowed (`405` with a Kubernetes `Status` otherwise);
 //! on a port of their own, any other path is a `404` `Status`. A binary
@@ -22,6 +22,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::process::ProcessCollector;
 use crate::response::{status, text};
 
 /// The content type of the `/metrics` exposition, as prometheus-client documents it.
@@ -62,14 +63,19 @@ pub type ReadyCheck = Arc<dyn Fn() -> Result<Option<String>, String> + Send + Sy
 #[derive(Clone)]
 pub struct Operator {
     registry: Arc<Registry>,
+    /// The process metrics, in a registry of their own: the binary's
+    /// registry has the binary's prefix, and these keep their standard names.
+    process: Arc<Registry>,
     ready: ReadyCheck,
 }
 
 impl Operator {
-    /// Endpoints over a finished registry and a readiness check.
+    /// Endpoints over a finished registry and a readiness check; `/metrics`
+    /// adds the standard process metrics (`process_resident_memory_bytes`, ...).
     pub fn new(registry: Registry, ready: ReadyCheck) -> Operator {
         Operator {
             registry: Arc::new(registry),
+            process: Arc::new(ProcessCollector::registry()),
             ready,
         }
     }
@@ -131,12 +137,16 @@ impl Operator {
         ))
     }
 
-    /// The registry in the OpenMetrics text format.
+    /// The registry and the process metrics in the OpenMetrics text format.
     pub fn metrics_text(&self) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::with_capacity(8 * 1024);
         // Writing into a String cannot fail; an error would come from a
         // collector, and a partial scrape is still worth serving.
-        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+        let encoded = encode_registry(&mut out, &self.registry)
+            .and_then(|()| encode_registry(&mut out, &self.process))
+            .and_then(|()| encode_eof(&mut out));
+        if let Err(e) = encoded {
             tracing::error!(error = %e, "encoding metrics");
         }
         out
@@ -201,6 +211,11 @@ mod tests {
         let (code, ct, body) = call(&op, Method::GET, "/metrics").await;
         assert_eq!((code, ct.as_str()), (200, METRICS_CONTENT_TYPE));
         assert!(body.contains("demo_things_total 1"), "{body}");
+        // The process metrics keep their standard names, without the prefix,
+        // and the exposition ends once, after them.
+        assert!(body.contains("\nprocess_resident_memory_bytes "), "{body}");
+        assert!(!body.contains("demo_process_"), "{body}");
+        assert!(body.ends_with("# EOF\n") && body.matches("# EOF").count() == 1);
     }
 
     #[tokio::test]

@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::{cluster_name, CLUSTER_ID_LABEL, HEARTBEAT_LEASE};
+use crate::metrics::ClusterLabels;
 use crate::shared::time::k8s_time;
 use crate::shared::trigger::{on_change, TriggerBackoff};
 
@@ -290,6 +291,26 @@ impl Fleet {
         state.ready.then(|| state.clusters.clone())
     }
 
+    /// Each managed cluster and whether it is reachable, for `/metrics`
+    /// (none until both watches have listed).
+    pub fn reachability(&self) -> Vec<(ClusterLabels, bool)> {
+        let state = self.state.lock();
+        if !state.ready {
+            return Vec::new();
+        }
+        state
+            .clusters
+            .iter()
+            .map(|c| {
+                let labels = ClusterLabels {
+                    cluster: c.name.clone(),
+                    namespace: c.namespace.clone(),
+                };
+                (labels, c.reachable)
+            })
+            .collect()
+    }
+
     /// One `()` each time the clusters or their reachability change.
     pub fn changes(&self) -> impl Stream<Item = ()> + Send + 'static {
         on_change(self.changed.subscribe())
@@ -403,6 +424,16 @@ mod tests {
         let view = h.at(71);
         assert_eq!(reachable(&view), [false, false]);
         assert_eq!(view[0].2.as_deref(), Some("2026-11-23T12:00:02Z"));
+        let exported: Vec<(String, bool)> = h
+            .fleet
+            .reachability()
+            .into_iter()
+            .map(|(labels, up)| (labels.cluster, up))
+            .collect();
+        assert_eq!(
+            exported,
+            [("edge-a".to_owned(), false), ("edge-b".to_owned(), false)]
+        );
         // Back.
         h.beat("clusternet-aaaaa", "3");
         assert_eq!(reachable(&h.at(80)), [true, false]);

@@ -16,6 +16,7 @@ use sitegrid_api::{WorkloadGrid, WorkloadGridSpec};
 
 use super::{controlled_by, Context};
 use crate::fed::Role;
+use crate::metrics::{GridLabels, SiteCount};
 use crate::render::{self, GridError, SiteError, SiteResults};
 use crate::shared::time::now;
 use crate::shared::{Error, GridKind, FIELD_MANAGER};
@@ -83,7 +84,20 @@ async fn reconcile_once<G: WorkloadGridKind>(
     let sites = ctx.sites(grid.grid_spec().grid_uniq_key());
     let rendered = match grid.render(&sites) {
         Ok(rendered) => rendered,
-        Err(err) => return report_unrenderable(&*grid, &ctx, &err).await,
+        Err(err) => {
+            // Its workloads stay as they are: the sites are still targeted,
+            // the ones ready are the ones last reported.
+            let ready = grid.status_json().map_or(0, |s| count(&s, "readySites"));
+            record_sites(
+                &*grid,
+                &ctx,
+                SiteCount {
+                    targeted: sites.len(),
+                    ready,
+                },
+            );
+            return report_unrenderable(&*grid, &ctx, &err).await;
+        }
     };
 
     let api: Api<G::Child> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -274,6 +288,7 @@ async fn report_status<G: WorkloadGridKind>(
         (Role::Original, None) => status = previous.clone().unwrap_or(status),
         _ => {}
     }
+    record_sites(grid, ctx, site_count(&status));
     status::set_grid_condition(
         &mut status,
         previous.as_ref(),
@@ -289,6 +304,40 @@ async fn report_status<G: WorkloadGridKind>(
         ctx.warn(grid, &reason, message).await;
     }
     ctx.apply_status(grid, previous.as_ref(), status).await
+}
+
+/// The per-grid site gauges from the status about to be written (before
+/// [`budget::fit_states`] may shorten `states`): every site in `states` is
+/// targeted (this cluster's sites, reconciled or failed, and the managed
+/// clusters' reports); `sites` counts those with a workload.
+fn site_count(status: &Value) -> SiteCount {
+    let listed = status
+        .get("states")
+        .and_then(Value::as_object)
+        .map_or(0, serde_json::Map::len);
+    SiteCount {
+        targeted: listed.max(count(status, "sites")),
+        ready: count(status, "readySites"),
+    }
+}
+
+/// A count field of a grid's status (0 when absent).
+fn count(status: &Value, field: &str) -> usize {
+    status
+        .get(field)
+        .and_then(Value::as_u64)
+        .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+/// Keeps `sites` as the grid's, for `/metrics`.
+fn record_sites<G: WorkloadGridKind>(grid: &G, ctx: &Context, sites: SiteCount) {
+    let labels = GridLabels {
+        kind: G::kind(&()).into_owned(),
+        namespace: grid.namespace().unwrap_or_default(),
+        grid: grid.name_any(),
+    };
+    ctx.metrics
+        .set_sites(Context::grid_key(grid), labels, sites);
 }
 
 /// Sites applied at once.

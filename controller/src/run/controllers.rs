@@ -7,8 +7,9 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
-use futures::{future, Stream, StreamExt};
+use futures::{future, FutureExt as _, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{self, Controller};
@@ -47,11 +48,14 @@ pub(super) async fn run_controllers(
         return;
     };
     let (fleet, fleet_task) = Fleet::start(client.clone(), options.cluster_grace);
+    let reach = fleet.clone();
+    health.metrics.set_fleet(move || reach.reachability());
     let ctx = context(&client, options, &health, nodes, fleet.clone());
     let grids = GridControllers {
         client: client.clone(),
         config: controller::Config::default().concurrency(options.concurrency),
         fleet: &fleet,
+        metrics: &health.metrics,
         site_rx: &site_rx,
         stop: stop.clone(),
     };
@@ -61,6 +65,7 @@ pub(super) async fn run_controllers(
     );
     let services = grids.service();
     let stores = (deployments.store(), statefulsets.store(), services.store());
+    let listed = stores.clone();
     let census_ctx = ctx.clone();
     health.metrics.set_census(move || {
         vec![
@@ -73,13 +78,29 @@ pub(super) async fn run_controllers(
     let (metrics, nodes) = (health.metrics.clone(), ctx.nodes.clone());
     let others = future::join(
         site_manager(client.clone(), options, metrics.clone(), stop.clone()),
-        managed(client, options, nodes, site_rx.clone(), metrics, stop),
+        managed(
+            client,
+            options,
+            nodes,
+            site_rx.clone(),
+            metrics,
+            stop.clone(),
+        ),
     );
     future::join4(
         others,
-        drain(deployments.run(reconcile_workload, error_policy, ctx.clone())),
-        drain(statefulsets.run(reconcile_workload, error_policy, ctx.clone())),
-        drain(services.run(reconcile_service, error_policy, ctx)),
+        drain(
+            deployments.run(reconcile_workload, error_policy, ctx.clone()),
+            until_stopped(stop.clone(), is_listed(&listed.0)),
+        ),
+        drain(
+            statefulsets.run(reconcile_workload, error_policy, ctx.clone()),
+            until_stopped(stop.clone(), is_listed(&listed.1)),
+        ),
+        drain(
+            services.run(reconcile_service, error_policy, ctx),
+            until_stopped(stop.clone(), is_listed(&listed.2)),
+        ),
     )
     .await;
     node_task.abort();
@@ -145,6 +166,8 @@ struct GridControllers<'a, S> {
     client: Client,
     config: controller::Config,
     fleet: &'a Fleet,
+    /// Each controller's counters start at 0 when it is built.
+    metrics: &'a Metrics,
     /// The nodes' label fingerprint: it changes when sites may have.
     site_rx: &'a watch::Receiver<u64>,
     stop: S,
@@ -180,6 +203,7 @@ impl<S: Future<Output = ()> + Clone + Send + Sync + 'static> GridControllers<'_,
         &self,
         wake: impl FnOnce(Controller<K>) -> Controller<K>,
     ) -> Controller<K> {
+        self.metrics.controlling(&K::kind(&()));
         let owned = watcher::Config::default().labels(GRID_SELECTOR_LABEL);
         let controller = Controller::new(
             Api::<K>::all(self.client.clone()),
@@ -292,19 +316,47 @@ fn census<K: Resource<DynamicType = ()> + Clone>(
     }
 }
 
-async fn drain<S, T, E>(results: S)
+/// After `stop`, how long the reconciles in flight may take to finish
+/// (Kubernetes sends SIGKILL 30 s after SIGTERM by default; the lease is
+/// released after them). One cut short is safe: every write is an
+/// idempotent apply, and the next leader reconciles every grid.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// Whether `store` has had its first full list (now, without waiting).
+fn is_listed<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> impl Fn() -> bool {
+    let store = store.clone();
+    move || matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
+}
+
+/// Resolves when a controller stopped by `stop` must be dropped: at once if
+/// its store never listed (kube-runtime holds its runner until then, and a
+/// graceful shutdown does not release it: a grid kind the API server does
+/// not serve, `404`, kept the process from exiting), else after [`DRAIN`].
+async fn until_stopped(stop: impl Future<Output = ()>, listed: impl Fn() -> bool) {
+    stop.await;
+    if listed() {
+        tokio::time::sleep(DRAIN).await;
+        tracing::warn!(wait = ?DRAIN, "reconciles still running after the drain; stopping them");
+    }
+}
+
+/// Runs a controller's results until they end (a graceful shutdown after
+/// `stop`) or `cut_off` resolves.
+async fn drain<S, T, E>(results: S, cut_off: impl Future<Output = ()>)
 where
     S: Stream<Item = Result<T, E>>,
     E: std::fmt::Display,
 {
-    results
-        .for_each(|result| {
-            if let Err(err) = result {
-                // Reconcile errors are logged by the error policy; these are the
-                // controller's own (watch failures, missing objects).
-                tracing::debug!(%err, "controller");
-            }
-            future::ready(())
-        })
-        .await;
+    let results = results.for_each(|result| {
+        if let Err(err) = result {
+            // Reconcile errors are logged by the error policy; these are the
+            // controller's own (watch failures, missing objects).
+            tracing::debug!(%err, "controller");
+        }
+        future::ready(())
+    });
+    tokio::select! {
+        () = results => {}
+        () = cut_off => {}
+    }
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use kube::Client;
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseParams};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::health::Health;
@@ -88,7 +89,8 @@ pub async fn run(
     let Some(manager) = lease_manager(&client, &election, &health, stop.as_mut()).await else {
         return Ok(());
     };
-    let (mut leading, lease_task) = manager.watch().await;
+    let release = CancellationToken::new();
+    let (mut leading, lease_task) = hold_lease(manager, release.clone());
     // A standby replica is healthy and ready: it is doing what it should.
     health.set_ready();
     tracing::info!(lease = %lease_name, identity = %election.identity, "waiting for the leader lease");
@@ -102,8 +104,8 @@ pub async fn run(
                 return Err(RunError::LostLease(lease_name));
             },
             () = &mut stop => {
-                drop(leading);
-                let _ = lease_task.await;
+                release.cancel();
+                finish(lease_task).await;
                 return Ok(());
             }
         }
@@ -116,15 +118,77 @@ pub async fn run(
         () = lost(leading.clone()) => Err(RunError::LostLease(lease_name)),
     };
     health.metrics.set_leader(false);
-    // Dropping the receivers makes the lease task release the lease, so a
-    // standby takes over at once rather than after the lease expires.
-    drop(leading);
-    match lease_task.await {
-        Ok(Ok(_)) => tracing::info!("released the leader lease"),
-        Ok(Err(err)) => tracing::warn!(%err, "releasing the leader lease"),
-        Err(err) => tracing::warn!(%err, "lease task"),
-    }
+    // Released only now that the controllers have stopped, so that a
+    // standby takes over at once (not after the lease expires) and never
+    // while this replica still writes.
+    release.cancel();
+    finish(lease_task).await;
     outcome
+}
+
+/// How long a stopping replica tries to release the lease. Kubernetes
+/// sends SIGKILL 30 s after SIGTERM by default, and the controllers drain
+/// first; a lease not released expires by itself.
+const RELEASE_WAIT: Duration = Duration::from_secs(5);
+
+/// Longest wait between two failed attempts at the lease.
+const MAX_RETRY: Duration = Duration::from_secs(30);
+
+/// Renews or contends for the lease until `release` is cancelled, then
+/// releases it (within [`RELEASE_WAIT`]). The receiver says whether this
+/// replica leads.
+///
+/// kube-lease-manager's own `watch()` task is not used: on an error (a
+/// `404` when the Lease is gone or the API serves none) it sleeps its
+/// backoff, up to 30 s, and releases with no time limit, without looking
+/// at its channel, so a SIGTERM waited that long, or for as long as the
+/// API server kept a request unanswered. Here every wait also watches `release`.
+fn hold_lease(
+    manager: LeaseManager,
+    release: CancellationToken,
+) -> (watch::Receiver<bool>, JoinHandle<()>) {
+    let (leading_tx, leading) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let mut delay = Duration::from_secs(1);
+        loop {
+            let changed = tokio::select! {
+                () = release.cancelled() => break,
+                changed = manager.changed() => changed,
+            };
+            match changed {
+                Ok(now_leading) => {
+                    delay = Duration::from_secs(1);
+                    if leading_tx.send(now_leading).is_err() {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(%err, retry_in = ?delay, "leader lease");
+                    tokio::select! {
+                        () = release.cancelled() => break,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(MAX_RETRY);
+                }
+            }
+        }
+        match tokio::time::timeout(RELEASE_WAIT, manager.release()).await {
+            Ok(Ok(())) => tracing::info!("released the leader lease"),
+            Ok(Err(err)) => tracing::warn!(%err, "releasing the leader lease"),
+            Err(_) => tracing::warn!(
+                wait = ?RELEASE_WAIT,
+                "releasing the leader lease: no answer in time; it expires by itself"
+            ),
+        }
+    });
+    (leading, task)
+}
+
+/// Waits for the lease task (bounded: it gives up releasing after [`RELEASE_WAIT`]).
+async fn finish(lease_task: JoinHandle<()>) {
+    if let Err(err) = lease_task.await {
+        tracing::warn!(%err, "lease task");
+    }
 }
 
 /// The manager of the leader Lease. The API server may not answer yet (or

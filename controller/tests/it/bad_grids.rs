@@ -12,10 +12,11 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{reflector, watcher};
 use parking_lot::Mutex;
+use prometheus_client::registry::Registry;
 use serde_json::{json, Value};
 use sitegrid_api::{DeploymentGrid, ServiceGrid};
 use sitegrid_controller::fed::fleet::Fleet;
-use sitegrid_controller::metrics::Metrics;
+use sitegrid_controller::metrics::{KindCensus, Metrics};
 use sitegrid_controller::reconcile::{reconcile_service, reconcile_workload, Context};
 
 use crate::apiserver::FakeApi;
@@ -25,6 +26,14 @@ const NS: &str = "default";
 
 /// A controller context over `api` whose nodes carry `zone=<site>`, one node per site.
 fn context(api: &FakeApi, sites: impl IntoIterator<Item = String>) -> Arc<Context> {
+    context_scraped(api, sites).0
+}
+
+/// [`context`], and the registry its metrics are in.
+fn context_scraped(
+    api: &FakeApi,
+    sites: impl IntoIterator<Item = String>,
+) -> (Arc<Context>, Registry) {
     let client = api.client();
     let (nodes, mut writer) = reflector::store::<PartialObjectMeta<Node>>();
     for (i, site) in sites.into_iter().enumerate() {
@@ -35,9 +44,9 @@ fn context(api: &FakeApi, sites: impl IntoIterator<Item = String>) -> Arc<Contex
         .unwrap();
         writer.apply_watcher_event(&watcher::Event::Apply(node));
     }
-    let mut registry = prometheus_client::registry::Registry::default();
+    let mut registry = Registry::with_prefix("sitegrid_controller");
     let (fleet, _) = Fleet::start(client.clone(), Duration::from_secs(40));
-    Arc::new(Context {
+    let ctx = Arc::new(Context {
         client: client.clone(),
         nodes,
         recorder: Recorder::new(
@@ -52,7 +61,8 @@ fn context(api: &FakeApi, sites: impl IntoIterator<Item = String>) -> Arc<Contex
         reconciled_versions: Mutex::new(HashMap::new()),
         fleet,
         failure_counts: Mutex::new(HashMap::new()),
-    })
+    });
+    (ctx, registry)
 }
 
 fn sites(names: &[&str]) -> Vec<String> {
@@ -233,6 +243,58 @@ async fn a_canary_that_is_not_a_template_fails_its_site_only() {
     );
     let reasons: Vec<String> = warnings(&api, "web").into_iter().map(|e| e.0).collect();
     assert_eq!(reasons, ["InvalidTemplate", "InvalidTemplate"]);
+}
+
+/// The `grid_sites` and `grid_sites_ready` of grid `web` in `registry`'s exposition.
+fn site_gauges(registry: &Registry) -> (Option<String>, Option<String>) {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    let series = "{kind=\"DeploymentGrid\",namespace=\"default\",grid=\"web\"} ";
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}{series}")))
+            .map(str::to_owned)
+    };
+    (
+        value("sitegrid_controller_grid_sites"),
+        value("sitegrid_controller_grid_sites_ready"),
+    )
+}
+
+#[tokio::test]
+async fn a_grids_sites_and_ready_sites_are_gauges_gone_with_the_grid() {
+    let api = FakeApi::default();
+    let (ctx, registry) = context_scraped(&api, sites(&["beijing", "guangzhou", "shanghai"]));
+    // What the controllers' stores hold: the grid, until it is deleted.
+    let stored = Arc::new(Mutex::new(vec![(
+        "DeploymentGrid/default/web".to_owned(),
+        true,
+    )]));
+    let live = stored.clone();
+    ctx.metrics.set_census(move || {
+        vec![KindCensus {
+            kind: "DeploymentGrid".into(),
+            child_kind: "Deployment",
+            grids: live.lock().clone(),
+        }]
+    });
+    deployment_grid(
+        &api,
+        "web",
+        json!({
+            "template": deployment_spec(2, "nginx"),
+            "templatePool": {"canary": "replicas: [oops"},
+            "templates": {"guangzhou": "canary"},
+        }),
+    );
+    reconcile(&api, &ctx, "web").await;
+    // Three sites targeted (guangzhou's template is broken), none running yet.
+    assert_eq!(site_gauges(&registry), (Some("3".into()), Some("0".into())));
+    api.set_status_all("deployments", &running_status());
+    reconcile(&api, &ctx, "web").await;
+    assert_eq!(site_gauges(&registry), (Some("3".into()), Some("2".into())));
+    stored.lock().clear();
+    assert_eq!(site_gauges(&registry), (None, None));
 }
 
 #[tokio::test]

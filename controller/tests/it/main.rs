@@ -1,6 +1,7 @@
 //! sitegrid-controller's integration tests, one binary: the seeds' YAML read
 //! unchanged, the pure expansion, the binary's flags and operator endpoints,
-//! and bad grids reconciled against a scripted API server. (The generated
+//! bad grids reconciled against a scripted API server, and SIGTERM while the
+//! leader election fails. (The generated
 //! CRDs are tested with their types, in sitegrid-api.)
 
 mod apiserver;
@@ -10,3 +11,4 @@ mod common;
 mod karmada;
 mod render;
 mod seeds;
+mod shutdown;

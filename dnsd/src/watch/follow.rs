@@ -78,6 +78,7 @@ where
         changed: Arc<Notify>,
         metrics: Arc<Metrics>,
     ) -> Self {
+        metrics.watching(resource);
         let (reader, writer) = reflector::store();
         let (wanted, wanted_rx) = watch::channel(query);
         let listed = Arc::new(Mutex::new(None));

@@ -106,10 +106,17 @@ fn an_unreachable_api_server_keeps_it_up_and_not_ready() {
             .spawn()
             .unwrap(),
     );
+    // Exported at 0 from the start: wait for the first error counted.
     wait_for(
         "watch errors counted",
         || http_get(port, "/metrics").1,
-        |m| m.contains("sitegrid_dnsd_watch_errors_total{resource=\"nodes\"}"),
+        |m| {
+            m.lines().any(|l| {
+                l.strip_prefix("sitegrid_dnsd_watch_errors_total{resource=\"nodes\"} ")
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .is_some_and(|v| v >= 1.0)
+            })
+        },
     );
     let (code, body) = http_get(port, "/readyz");
     assert_eq!(

@@ -85,6 +85,26 @@ fn each_site_resolves_the_same_names_to_its_own_pods_and_follows_them() {
 }
 
 #[test]
+fn watch_errors_are_exported_at_zero_before_any_error() {
+    let cluster = Cluster::start();
+    let bj = Dnsd::start(&cluster, "bj-1");
+    let (_, metrics) = bj.get("/metrics");
+    // A series that only appears with its first error would never show a
+    // rate() above 0 for that error: every watched resource has one from
+    // the start.
+    for resource in [
+        "nodes",
+        "statefulsetgrids",
+        "servicegrids",
+        "statefulsets",
+        "pods",
+    ] {
+        let series = format!("sitegrid_dnsd_watch_errors_total{{resource=\"{resource}\"}} 0\n");
+        assert!(metrics.contains(&series), "{series} missing:\n{metrics}");
+    }
+}
+
+#[test]
 fn dnsd_reads_only_its_own_node_and_sites_objects() {
     let cluster = Cluster::start();
     let bj = Dnsd::start(&cluster, "bj-1");
