@@ -8,6 +8,7 @@ mod common;
 mod fd_limit;
 mod gateway;
 mod https;
+mod kube_proxy_table;
 mod list_get;
 mod loopback;
 mod offline;
