@@ -170,7 +170,6 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         upstream(&config)?,
         upstream_without_credentials(&config)?,
         opts.anonymous_passthrough,
-        opts.node_name.clone(),
         opts.max_body,
     )
     .with_body_idle_timeout(opts.conn.header_read_timeout);

@@ -10,10 +10,12 @@
 //!   proxy's credentials and `Impersonate-User`/`Impersonate-Group` naming
 //!   the certificate's CN and O (the proxy's RBAC limits whom it may
 //!   impersonate); the API server authorizes that user;
-//! - with neither: with the proxy's credentials, but only for what kube-proxy
-//!   needs ([`kube_proxy_needs`]: discovery, `/version`, Events, its own
-//!   Node); anything else gets 403 naming `--anonymous-passthrough=all`,
-//!   which widens it to everything the proxy may do.
+//! - with neither: with the proxy's credentials, but only for Events (what
+//!   kube-proxy sends that the cache does not answer) and the read-only
+//!   discovery, `/version` and health ([`kube_proxy_needs`]; the table in
+//!   proxy/README.md decides); anything else gets 403 naming
+//!   `--anonymous-passthrough=all`, which widens it to everything the proxy
+//!   may do.
 //!
 //! A caller's own `Impersonate-*` headers travel only with its own
 //! credentials (the API server checks its right to impersonate); they are
@@ -52,8 +54,8 @@ pub const WIDEN_FLAG: &str = "--anonymous-passthrough=all";
 /// What a request without credentials may do with the proxy's identity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum AnonymousPassthrough {
-    /// What kube-proxy needs: discovery, `/version`, creating and patching
-    /// Events, reading its own Node.
+    /// What kube-proxy needs past the cache: creating and patching Events;
+    /// and discovery, `/version` and health (read-only).
     #[default]
     KubeProxy,
     /// Everything the proxy's own credentials allow (any process on the node
@@ -69,8 +71,6 @@ pub struct Passthrough {
     /// Without them: for requests that carry their own.
     caller: Upstream,
     anonymous: AnonymousPassthrough,
-    /// This node: the one Node a request without credentials may read.
-    node: String,
     max_body: usize,
     /// A request body that stalls this long fails (408).
     body_idle: Duration,
@@ -92,20 +92,18 @@ enum Caller {
 }
 
 impl Passthrough {
-    /// `proxy` carries the proxy's credentials, `caller` none; `node` is
-    /// the local node; bodies above `max_body` bytes get 413.
+    /// `proxy` carries the proxy's credentials, `caller` none; bodies
+    /// above `max_body` bytes get 413.
     pub fn new(
         proxy: Upstream,
         caller: Upstream,
         anonymous: AnonymousPassthrough,
-        node: impl Into<String>,
         max_body: usize,
     ) -> Passthrough {
         Passthrough {
             proxy,
             caller,
             anonymous,
-            node: node.into(),
             max_body,
             body_idle: DEFAULT_BODY_IDLE,
         }
@@ -135,9 +133,9 @@ impl Passthrough {
         let caller = caller_of(&parts.headers, parts.extensions.get::<PeerCertificates>());
         if caller == Caller::Anonymous
             && self.anonymous == AnonymousPassthrough::KubeProxy
-            && !kube_proxy_needs(&parts.method, parts.uri.path(), &self.node)
+            && !kube_proxy_needs(&parts.method, parts.uri.path())
         {
-            return response::status(&forbidden(&parts.method, parts.uri.path(), &self.node));
+            return response::status(&forbidden(&parts.method, parts.uri.path()));
         }
         // The downstream protocol (HTTP/2 from kube-proxy over TLS, say) says
         // nothing about the upstream connection's: the pooled client picks its own.
@@ -268,11 +266,14 @@ fn impersonate(headers: &mut HeaderMap, user: &str, groups: &[String]) -> Result
     Ok(())
 }
 
-/// Whether a request without credentials is one kube-proxy makes: discovery,
-/// `/version` and the API server's health (GET; public in kube-apiserver
-/// too), Events created or patched (core v1 and
-/// events.k8s.io), and a GET of this node's own Node.
-pub fn kube_proxy_needs(method: &Method, path: &str, node: &str) -> bool {
+/// Whether a request without credentials may pass through as the proxy:
+/// what kube-proxy 1.20 and 1.29–1.35 send that the cache does not answer
+/// (Events created or patched, core v1 and events.k8s.io/v1; its own Node
+/// comes from the cache), and discovery, `/version` and the API server's
+/// health (GET), which kubectl on the node needs to read the cache. The
+/// table in proxy/README.md lists each; `tests/it/kube_proxy_table.rs`
+/// holds this function to it.
+pub fn kube_proxy_needs(method: &Method, path: &str) -> bool {
     let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
     // Nothing that a server could read as another path.
     if segments
@@ -302,25 +303,22 @@ pub fn kube_proxy_needs(method: &Method, path: &str, node: &str) -> bool {
     }
     let events_api = matches!(
         (api.group, api.version),
-        ("", "v1") | ("events.k8s.io", "v1" | "v1beta1")
+        ("", "v1") | ("events.k8s.io", "v1")
     );
     match (method.as_str(), api.namespace, api.resource, api.name) {
-        ("GET", None, "nodes", Some(name)) => {
-            api.group.is_empty() && api.version == "v1" && name == node
-        }
         ("POST", Some(_), "events", None) | ("PATCH", Some(_), "events", Some(_)) => events_api,
         _ => false,
     }
 }
 
 /// 403 for a request without credentials outside what kube-proxy needs.
-fn forbidden(method: &Method, path: &str, node: &str) -> Status {
+fn forbidden(method: &Method, path: &str) -> Status {
     Status::failure(
         403,
         Some("Forbidden"),
         format!(
             "forbidden: sitegrid-proxy passes requests without credentials to the API server only for what \
-             kube-proxy needs (discovery, /version, Events, GET of Node {node}), not {method} {path}: send your \
+             kube-proxy needs (Events; discovery and /version), not {method} {path}: send your \
              own credentials (a bearer token, or a client certificate signed by the proxy's --ca-file), or \
              start the proxy with {WIDEN_FLAG}"
         ),
@@ -349,8 +347,10 @@ fn caused_by<E: std::error::Error + 'static>(err: &(dyn std::error::Error + 'sta
 mod tests {
     use super::*;
 
+    /// The unit view of the README's table (the integration test
+    /// `kube_proxy_table` sends its rows to a running proxy).
     #[test]
-    fn kube_proxy_needs_discovery_events_and_its_own_node_only() {
+    fn without_credentials_only_events_and_read_only_discovery_pass() {
         let get = Method::GET;
         for path in [
             "/version",
@@ -360,9 +360,8 @@ mod tests {
             "/apis",
             "/apis/discovery.k8s.io",
             "/apis/discovery.k8s.io/v1beta1",
-            "/api/v1/nodes/bj-1",
         ] {
-            assert!(kube_proxy_needs(&get, path, "bj-1"), "GET {path}");
+            assert!(kube_proxy_needs(&get, path), "GET {path}");
         }
         for (method, path) in [
             (Method::POST, "/api/v1/namespaces/default/events"),
@@ -373,21 +372,29 @@ mod tests {
             ),
             (
                 Method::PATCH,
-                "/apis/events.k8s.io/v1beta1/namespaces/kube-system/events/x",
+                "/apis/events.k8s.io/v1/namespaces/kube-system/events/x",
             ),
         ] {
-            assert!(kube_proxy_needs(&method, path, "bj-1"), "{method} {path}");
+            assert!(kube_proxy_needs(&method, path), "{method} {path}");
         }
         for (method, path) in [
+            // Its own Node is answered from the cache, never passed through.
+            (Method::GET, "/api/v1/nodes/bj-1"),
             (Method::GET, "/api/v1/nodes/gz-1"),
             (Method::GET, "/api/v1/namespaces/kube-system/secrets"),
             (Method::GET, "/api/v1/secrets"),
+            (Method::GET, "/api/v1/namespaces/default/events"),
             (Method::DELETE, "/api/v1/namespaces/default/services/x"),
             (Method::DELETE, "/api/v1/namespaces/default/events/x"),
             (Method::PUT, "/api/v1/namespaces/default/events/x"),
             (Method::POST, "/api/v1/namespaces/default/pods"),
             (Method::PATCH, "/api/v1/nodes/bj-1"),
             (Method::POST, "/apis/apps/v1/namespaces/default/events"),
+            (
+                Method::POST,
+                "/apis/events.k8s.io/v1beta1/namespaces/default/events",
+            ),
+            (Method::POST, "/apis"),
             (
                 Method::PATCH,
                 "/api/v1/namespaces/default/events/../secrets/x",
@@ -396,7 +403,7 @@ mod tests {
             (Method::GET, "/api/v1/nodes/%62j-1"),
             (Method::GET, "/apis/apps/v1/deployments"),
         ] {
-            assert!(!kube_proxy_needs(&method, path, "bj-1"), "{method} {path}");
+            assert!(!kube_proxy_needs(&method, path), "{method} {path}");
         }
     }
 

@@ -10,6 +10,7 @@ mod gateway;
 mod https;
 mod kube_proxy_model;
 mod kube_proxy_start;
+mod kube_proxy_table;
 mod list_get;
 mod loopback;
 mod offline;
