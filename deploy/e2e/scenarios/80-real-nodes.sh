@@ -171,7 +171,7 @@ metadata: {name: location}
 spec:
   nodeUnits: [beijing, guangzhou]
 UNITS
-# The proxy's upstream: the API server's own address (README, "Things to know").
+# The proxy's upstream: the API server's own address (README, "The proxy's upstream").
 kubectl -n kube-system create configmap sitegrid-proxy-upstream \
     --from-literal=KUBERNETES_SERVICE_HOST=192.0.2.1 --from-literal=KUBERNETES_SERVICE_PORT=6443 >/dev/null || fail "ConfigMap sitegrid-proxy-upstream"
 applied=$SECONDS
