@@ -7,17 +7,16 @@
 //! a watch, and once per change for the watch frame every watcher shares.
 //! Objects of one kind share most of their text (keys, labels, owner
 //! references, the same ports and conditions), so each encoding is
-//! compressed against the first one of its family this cache made: an
-//! EndpointSlice or a Service of the synthetic clusters keeps about a
-//! quarter of its bytes, and reading one back costs about a microsecond per
-//! kilobyte (LZ4's block format with an external dictionary, `lz4_flex`).
+//! compressed against the first one of its family this cache made (LZ4's
+//! block format with an external dictionary, `lz4_flex`; what that saves
+//! and costs: docs/decisions/0002).
 //! Which text a dictionary holds only changes how well later encodings
 //! compress, never what they decode to.
 //!
 //! One [`Codec`] belongs to one cache and is made with it: two caches in a
 //! process (two proxies, two tests) never share a dictionary or a word.
 //! Compression can be switched off (`--cache-compression=false`): encodings
-//! are then kept as they are (docs/decisions has what that costs).
+//! are then kept as they are (docs/decisions/0002 has what that costs).
 
 use std::{cell::RefCell, collections::HashSet, sync::Arc, sync::OnceLock};
 

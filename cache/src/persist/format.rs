@@ -13,8 +13,8 @@
 //! Version 2 is written as a stream — postcard into an LZ4 frame encoder into
 //! the file, the header filled in last — so no buffer ever holds the whole
 //! snapshot: version 1 built it three times over in memory (the objects'
-//! text, its postcard encoding, the compressed payload; about 5 MB with
-//! 10,000 endpoints at every write), and glibc kept that memory.
+//! text, its postcard encoding, the compressed payload) at every write, and
+//! glibc kept that memory (docs/decisions/0001).
 //!
 //! The checksum covers every payload byte, so a torn or truncated write, a
 //! flipped bit or a foreign file is refused as a whole: a snapshot is served

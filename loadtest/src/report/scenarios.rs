@@ -140,8 +140,9 @@ pub async fn churn(
         // Measured warm, as every proxy row above is: the same rate's direct
         // phase runs first, the proxy following the upstream meanwhile. A
         // fresh proxy's first changes also grow its resume log to its bound
-        // and its heap to its working size, which measured about 20 % more
-        // CPU per change than the steady state a long-running proxy is in.
+        // and its heap to its working size, which costs more CPU per change
+        // than the steady state a long-running proxy is in
+        // (loadtest/results/2026-11-27-cpu-noise.md).
         let pair = direct_then_proxy(env, &mut churner, &up, &proxy, highest, watchers, duration);
         let [_warming, row] = pair
             .await
