@@ -1,7 +1,7 @@
 //! Which kube-apiserver release the server plays, and the feature gates of
 //! that release that change what a list/watch client sees.
 //!
-//! What differs per release (sources: `/work/notes/kube-proxy-1.29-1.35.md`,
+//! What differs per release (sources: `docs/research/kube-proxy-1.29-1.35.md`,
 //! "the note", and the Kubernetes tags named there):
 //!
 //! | | 1.20 | 1.31 | 1.35 |

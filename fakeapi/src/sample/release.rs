@@ -4,7 +4,7 @@
 //! from the one world, never a second one; 1.20 gets [`two_sites`] itself,
 //! byte for byte.
 //!
-//! What a release adds (sources in `/work/notes/kube-proxy-1.29-1.35.md`,
+//! What a release adds (sources in `docs/research/kube-proxy-1.29-1.35.md`,
 //! "the note"):
 //! - Services: `clusterIPs` (headless ones too: `["None"]`), `ipFamilies`
 //!   `["IPv4"]` and `ipFamilyPolicy: SingleStack` (dual-stack defaulting,

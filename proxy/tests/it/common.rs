@@ -221,3 +221,34 @@ pub async fn list_rv(app: &Gateway, uri: &str) -> String {
         .unwrap_or_else(|| panic!("{uri}: no resourceVersion in {list}"))
         .to_owned()
 }
+
+/// A proxy started with `opts` against the API server at `upstream`, and
+/// its URL.
+pub async fn proxy(
+    upstream: &str,
+    opts: sitegrid_proxy::app::ProxyOptions,
+) -> (sitegrid_proxy::app::RunningProxy, String) {
+    let proxy = sitegrid_proxy::app::start(kube::Config::new(upstream.parse().unwrap()), opts)
+        .await
+        .unwrap();
+    let url = format!("http://{}", proxy.local_addr);
+    (proxy, url)
+}
+
+/// The EndpointSlice of `servicegrid-demo-svc` among protobuf `items`.
+pub fn demo_slice(
+    items: &[k8s_pb::api::discovery::v1::EndpointSlice],
+) -> &k8s_pb::api::discovery::v1::EndpointSlice {
+    items
+        .iter()
+        .find(|s| {
+            s.metadata
+                .as_ref()
+                .unwrap()
+                .labels
+                .get("kubernetes.io/service-name")
+                .map(String::as_str)
+                == Some("servicegrid-demo-svc")
+        })
+        .unwrap()
+}

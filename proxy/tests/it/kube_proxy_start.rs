@@ -16,8 +16,9 @@ use serde_json::{json, Value};
 use sitegrid_fakeapi::kubectl::{release_binary, Kubectl};
 use sitegrid_fakeapi::sample::WORLD;
 use sitegrid_fakeapi::{ApiServer, ApiServerConfig, KubernetesVersion};
-use sitegrid_proxy::app::{start, ProxyOptions, RunningProxy};
+use sitegrid_proxy::app::ProxyOptions;
 
+use crate::common::proxy;
 use crate::kube_proxy_model::{KubeProxy, Release, Synced, LS, WAIT};
 
 /// The API server playing `version` with the two-site world.
@@ -35,14 +36,6 @@ fn options(dir: Option<&std::path::Path>) -> ProxyOptions {
         opts.snapshot_interval = Duration::from_millis(200);
     }
     opts
-}
-
-async fn proxy(upstream: &str, opts: ProxyOptions) -> (RunningProxy, String) {
-    let proxy = start(kube::Config::new(upstream.parse().unwrap()), opts)
-        .await
-        .unwrap();
-    let url = format!("http://{}", proxy.local_addr);
-    (proxy, url)
 }
 
 fn names(synced: &[Synced], informer: &str) -> Vec<String> {

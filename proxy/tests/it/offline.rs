@@ -10,9 +10,9 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use serde_json::{json, Value};
 use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
-use sitegrid_proxy::app::{start, ProxyOptions, RunningProxy};
+use sitegrid_proxy::app::ProxyOptions;
 
-use crate::common::summary;
+use crate::common::{proxy, summary};
 
 /// Lists of every cached kind, and gets of one object of each.
 const READS: [&str; 8] = [
@@ -39,14 +39,6 @@ fn options(node: &str, dir: &std::path::Path) -> ProxyOptions {
     // Endpoints and EndpointSlices both synced from the start.
     opts.cache.on_demand = false;
     opts
-}
-
-async fn proxy(upstream: &str, opts: ProxyOptions) -> (RunningProxy, String) {
-    let proxy = start(kube::Config::new(upstream.parse().unwrap()), opts)
-        .await
-        .unwrap();
-    let url = format!("http://{}", proxy.local_addr);
-    (proxy, url)
 }
 
 async fn until(what: &str, mut done: impl FnMut() -> bool) {

@@ -145,19 +145,7 @@ async fn kube_proxys_accept_gets_protobuf_lists_of_the_same_objects_as_json() {
             }
             _ if api_version.ends_with("v1") => {
                 let l: discovery::EndpointSliceList = decode(&u);
-                let demo = l
-                    .items
-                    .iter()
-                    .find(|s| {
-                        s.metadata
-                            .as_ref()
-                            .unwrap()
-                            .labels
-                            .get("kubernetes.io/service-name")
-                            .map(String::as_str)
-                            == Some("servicegrid-demo-svc")
-                    })
-                    .unwrap();
+                let demo = demo_slice(&l.items);
                 let ips: Vec<String> = demo
                     .endpoints
                     .iter()

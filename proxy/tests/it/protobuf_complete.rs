@@ -102,18 +102,7 @@ async fn newer_fields_the_types_know_survive_protobuf() {
     let (code, content_type, wire) = fetch(&app, SLICES, KUBE_PROXY).await;
     assert_eq!((code, content_type.as_str()), (200, PROTOBUF));
     let list: discovery::EndpointSliceList = decode(&unknown(&wire));
-    let demo = list
-        .items
-        .iter()
-        .find(|s| {
-            s.metadata
-                .as_ref()
-                .unwrap()
-                .labels
-                .get("kubernetes.io/service-name")
-                == Some(&"servicegrid-demo-svc".to_owned())
-        })
-        .unwrap();
+    let demo = demo_slice(&list.items);
     // Filtered to bj-1's site: the hints of the endpoints kept are as the
     // API server wrote them (kube-proxy uses hints only when every endpoint
     // has them; here every one still does).
