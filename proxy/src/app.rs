@@ -47,6 +47,9 @@ pub struct ProxyOptions {
     pub max_body: usize,
     /// What passthrough requests without credentials may do.
     pub anonymous_passthrough: AnonymousPassthrough,
+    /// Only clients whose verified certificate names one of these groups may
+    /// use the proxy (empty: anyone); see `gateway::ClientGroups`.
+    pub client_groups: Vec<String>,
     /// How long open requests may finish after shutdown starts.
     pub grace: Duration,
     /// Concurrency bounds.
@@ -79,6 +82,7 @@ impl ProxyOptions {
             handlers: HandlerSettings::default(),
             max_body: 3 * 1024 * 1024,
             anonymous_passthrough: AnonymousPassthrough::default(),
+            client_groups: Vec::new(),
             grace: Duration::from_secs(10),
             limits: Limits::default(),
             conn: ConnLimits::default(),
@@ -231,6 +235,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
             Locality::Node(name) => gateway::CachedNodes::Only(name.as_str().into()),
             Locality::Site(_) => gateway::CachedNodes::Labels(cache.clone()),
         },
+        clients: gateway::ClientGroups::new(opts.client_groups.clone()),
     });
     // Each connection holds a handle on the stack, each request its own copy
     // while it is dispatched (an open watch: only the handle).

@@ -91,6 +91,12 @@ pub struct ProxyArgs {
     /// CA (PEM) that client certificates must be signed by; clients without such a certificate are refused.
     #[arg(long, requires = "cert_file")]
     pub ca_file: Option<PathBuf>,
+    /// Serve only clients whose certificate (signed by --ca-file) names this
+    /// group in its O; repeat for more. For a site proxy other sites' nodes
+    /// reach (in the cloud): give each site's node proxies certificates in
+    /// the site's group. Health and metrics stay open.
+    #[arg(long = "client-group", requires = "ca_file", value_parser = parse_group)]
+    pub client_groups: Vec<String>,
     /// Also serve /debug/cache and /debug/pprof/{profile,heap}.
     #[arg(long)]
     pub debug: bool,
@@ -162,6 +168,7 @@ impl ProxyArgs {
         };
         opts.max_body = self.max_body_bytes;
         opts.anonymous_passthrough = self.anonymous_passthrough;
+        opts.client_groups = self.client_groups.clone();
         opts.grace = self.shutdown_grace_period;
         opts.tls = self.tls_files();
         opts.debug = self.debug;
@@ -190,6 +197,14 @@ impl ProxyArgs {
             client_ca: self.ca_file.clone(),
         })
     }
+}
+
+/// A group name as a certificate's O can hold it.
+fn parse_group(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err("a group must not be empty".into());
+    }
+    Ok(s.to_owned())
 }
 
 /// A non-empty label selector (an empty one would make the whole cluster one site).

@@ -212,7 +212,7 @@ fn caller_of(headers: &HeaderMap, peer: Option<&PeerCertificates>) -> Caller {
     }
     match peer
         .and_then(|p| p.0.first())
-        .and_then(|leaf| user_of(leaf))
+        .and_then(|leaf| certificate_subject(leaf))
     {
         Some((user, groups)) => Caller::Certificate { user, groups },
         None => Caller::Anonymous,
@@ -221,7 +221,7 @@ fn caller_of(headers: &HeaderMap, peer: Option<&PeerCertificates>) -> Caller {
 
 /// The user (CN) and groups (O) of a certificate, as kube-apiserver reads
 /// them; `None` without a CN.
-fn user_of(der: &[u8]) -> Option<(String, Vec<String>)> {
+pub(crate) fn certificate_subject(der: &[u8]) -> Option<(String, Vec<String>)> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
     let user = subject

@@ -121,6 +121,13 @@ for overlay in "$WORK"/deploy/overlays/*/; do
     kubectl apply --dry-run=server -k "$overlay" >"$WORK/dry-run.txt" 2>&1 ||
         fail "dry run of overlays/$(basename "$overlay"): $(cat "$WORK/dry-run.txt")"
 done
+# The cloud-side site proxy of one site: its Deployment serves that site's
+# certificates only, and the API server takes it.
+kubectl kustomize "$WORK/deploy/site-proxy-cloud" >"$WORK/site-proxy-cloud.yaml" || fail "kubectl kustomize deploy/site-proxy-cloud"
+grep -q -- '- --client-group=sitegrid:site:beijing$' "$WORK/site-proxy-cloud.yaml" &&
+    grep -q -- '- --site-selector=location=beijing$' "$WORK/site-proxy-cloud.yaml" || fail "the cloud site proxy: no site selector or client group"
+kubectl apply --dry-run=server -k "$WORK/deploy/site-proxy-cloud" >"$WORK/dry-run.txt" 2>&1 ||
+    fail "dry run of deploy/site-proxy-cloud: $(cat "$WORK/dry-run.txt")"
 
 # kube-proxy as kubeadm 1.20 deploys it (cmd/kubeadm/app/phases/addons/proxy/manifests.go),
 # patched with deploy/kube-proxy/patch.yaml: its config.conf stays ConfigMap kube-proxy's,

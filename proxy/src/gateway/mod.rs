@@ -2,6 +2,7 @@
 //! classified once into a [`Route`] and steered to the cache handlers, the
 //! operator endpoints or the API server.
 
+mod clients;
 pub mod metrics;
 mod query;
 mod rescue;
@@ -12,6 +13,7 @@ mod watch_slots;
 
 use tokio_util::sync::CancellationToken;
 
+pub use clients::ClientGroups;
 pub use metrics::RequestMetrics;
 pub use route::{classify, CachedNodes, Route, RouteConfig};
 pub use stack::{build, Gateway, Limits};
@@ -37,6 +39,8 @@ pub struct GatewayConfig {
     pub closing: CancellationToken,
     /// Which Node requests the cache answers.
     pub nodes: CachedNodes,
+    /// Who may use the proxy at all (`--client-group`).
+    pub clients: ClientGroups,
 }
 
 impl GatewayConfig {
@@ -52,6 +56,7 @@ impl GatewayConfig {
             metrics: RequestMetrics::unregistered(),
             closing: CancellationToken::new(),
             nodes: CachedNodes::All,
+            clients: ClientGroups::default(),
         }
     }
 }

@@ -90,6 +90,7 @@ pub fn build(config: GatewayConfig) -> Gateway {
                 .service(upstream),
         ),
         ops: config.ops,
+        clients: config.clients,
     };
     BoxCloneSyncService::new(
         ServiceBuilder::new()

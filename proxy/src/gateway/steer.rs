@@ -13,7 +13,7 @@ use http::{Request, Response};
 use sitegrid_apimachinery::Status;
 use tower::{util::BoxCloneSyncService, Service, ServiceExt};
 
-use super::route::Route;
+use super::{clients::ClientGroups, route::Route};
 use crate::{
     handlers::request::{CachedRequest, Verb},
     http::{response, Body, BoxError},
@@ -38,6 +38,8 @@ pub struct Steer {
     pub passthrough: PassthroughBranch,
     /// The operator endpoints, when served on this port.
     pub ops: Option<Ops>,
+    /// Who may use the proxy (the operator endpoints excepted).
+    pub clients: ClientGroups,
 }
 
 impl Service<Request<Body>> for Steer {
@@ -60,6 +62,15 @@ impl Service<Request<Body>> for Steer {
                 )))
             });
         };
+        if !matches!(route, Route::Ops(_)) {
+            if let Some(status) = self.clients.refuse(&req) {
+                let encoding = match &route {
+                    Route::Cached(cached) => cached.errors,
+                    _ => crate::http::response::StatusEncoding::Json,
+                };
+                return Box::pin(async move { Ok(response::status_as(&status, encoding)) });
+            }
+        }
         match route {
             Route::Cached(cached) => {
                 let branch = match cached.verb {

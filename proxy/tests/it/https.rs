@@ -21,8 +21,9 @@ struct Pki {
 impl Pki {
     /// A CA, a serving certificate for 127.0.0.1, a client certificate signed by
     /// the CA (what kube-proxy would hold) and one that nobody signed.
-    fn new() -> Pki {
-        let dir = std::env::temp_dir().join(format!("sitegrid-https-{}", std::process::id()));
+    fn new(test: &str) -> Pki {
+        let dir =
+            std::env::temp_dir().join(format!("sitegrid-https-{test}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut ca = CertificateParams::default();
         ca.distinguished_name
@@ -52,6 +53,21 @@ impl Pki {
         );
         std::fs::write(dir.join("client.crt"), p.signed_by(&k, &ca).unwrap().pem()).unwrap();
         std::fs::write(dir.join("client.key"), k.serialize_pem()).unwrap();
+        // Node proxies of two sites, each certificate naming its site's group.
+        for (name, group) in [
+            ("gz", "sitegrid:site:guangzhou"),
+            ("bj", "sitegrid:site:beijing"),
+        ] {
+            let (mut p, k) = leaf(
+                &format!("sitegrid:node-proxy:{name}"),
+                ExtendedKeyUsagePurpose::ClientAuth,
+                vec![],
+            );
+            p.distinguished_name.push(DnType::OrganizationName, group);
+            let cert = p.signed_by(&k, &ca).unwrap().pem();
+            std::fs::write(dir.join(format!("{name}.crt")), cert).unwrap();
+            std::fs::write(dir.join(format!("{name}.key")), k.serialize_pem()).unwrap();
+        }
         let (p, k) = leaf("intruder", ExtendedKeyUsagePurpose::ClientAuth, vec![]);
         std::fs::write(dir.join("unsigned.crt"), p.self_signed(&k).unwrap().pem()).unwrap();
         std::fs::write(dir.join("unsigned.key"), k.serialize_pem()).unwrap();
@@ -85,7 +101,7 @@ fn kubectl(pki: &Pki, server: &str, client: &str) -> Kubectl {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_over_https_with_client_certificates() {
-    let pki = Pki::new();
+    let pki = Pki::new("kubectl");
     let api = ApiServer::new(ApiServerConfig::default());
     api.load(sample::two_sites("v1"));
     let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
@@ -130,4 +146,57 @@ async fn kubectl_over_https_with_client_certificates() {
         "an unsigned client got in: {}",
         refused.stdout
     );
+}
+
+/// A site proxy in the cloud (`--client-group`): the site's node proxies,
+/// with certificates in the site's group, read its view; another site's
+/// certificate (same CA) reads nothing, cached or passed through; health
+/// stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_site_proxy_serves_only_its_sites_certificates() {
+    let pki = Pki::new("site");
+    let api = ApiServer::new(ApiServerConfig::default());
+    api.load(sample::two_sites("v1"));
+    let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let mut opts = ProxyOptions::new("site-guangzhou", "127.0.0.1:0".parse().unwrap());
+    opts.site =
+        Some(sitegrid_apimachinery::selector::LabelSelector::parse("location=guangzhou").unwrap());
+    opts.client_groups = vec!["sitegrid:site:guangzhou".to_owned()];
+    opts.tls = Some(TlsFiles {
+        cert: pki.dir.join("serving.crt"),
+        key: pki.dir.join("serving.key"),
+        client_ca: Some(pki.dir.join("ca.crt")),
+    });
+    let proxy = start(kube::Config::new(upstream.url().parse().unwrap()), opts)
+        .await
+        .unwrap();
+    while !proxy.cache.readiness().is_ready() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let server = format!("https://{}", proxy.local_addr);
+    let jsonpath = "jsonpath={.subsets[*].addresses[*].ip}";
+    let args = ["get", "endpoints", "servicegrid-demo-svc", "-o", jsonpath];
+    let out = kubectl(&pki, &server, "gz").ok_async(&args).await;
+    let mut ips: Vec<&str> = out.split_whitespace().collect();
+    ips.sort();
+    assert_eq!(ips, ["10.0.0.139", "10.0.1.8"], "guangzhou's view");
+
+    let beijing = kubectl(&pki, &server, "bj");
+    // (kubectl's own reads would stop at discovery, without the message.)
+    for path in [
+        "/api/v1/namespaces/default/endpoints/servicegrid-demo-svc",
+        "/api/v1/namespaces",
+        "/version",
+    ] {
+        let args = ["get", "--raw", path];
+        let refused = beijing.run_async(&args, "").await;
+        assert!(!refused.success, "{args:?}: {}", refused.stdout);
+        assert!(
+            refused.stderr.contains("sitegrid:site:beijing"),
+            "{args:?}: {}",
+            refused.stderr
+        );
+    }
+    let health = beijing.ok_async(&["get", "--raw", "/healthz"]).await;
+    assert_eq!(health.trim(), "ok");
 }
