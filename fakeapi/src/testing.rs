@@ -68,3 +68,24 @@ pub fn error_lines<'a>(stderr: &'a str, binary: &str) -> Vec<&'a str> {
     let prefix = format!("{binary}: ");
     stderr.lines().filter(|l| l.starts_with(&prefix)).collect()
 }
+
+/// The two-site world served on loopback from a runtime of its own, for
+/// tests that drive a binary from synchronous code. The server answers as
+/// long as the runtime lives.
+pub fn serve_two_sites_on_own_runtime() -> (
+    tokio::runtime::Runtime,
+    crate::ApiServer,
+    crate::ServerHandle,
+) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a test runtime");
+    let server = crate::ApiServer::new(crate::ApiServerConfig::default());
+    server.load(crate::sample::two_sites("v1"));
+    let handle = runtime
+        .block_on(server.serve("127.0.0.1:0".parse().expect("a loopback address")))
+        .expect("serving on loopback");
+    (runtime, server, handle)
+}

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sitegrid_fakeapi::testing::command;
-use sitegrid_fakeapi::{ApiServer, ApiServerConfig};
 
 /// A failure bound only: how long a stopped controller may take to exit.
 const EXIT_BOUND: Duration = Duration::from_secs(30);
@@ -226,16 +225,7 @@ fn sigterm_ends_it_when_the_lease_vanishes_and_the_api_server_stops_answering() 
 
 #[test]
 fn sigterm_ends_it_while_a_grid_kind_is_not_served() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = ApiServer::new(ApiServerConfig::default());
-    server.load(sitegrid_fakeapi::sample::two_sites("v1"));
-    let handle = runtime
-        .block_on(server.serve("127.0.0.1:0".parse().unwrap()))
-        .unwrap();
+    let (_runtime, server, handle) = sitegrid_fakeapi::testing::serve_two_sites_on_own_runtime();
     let controller = start_controller_with(&handle.url(), "unserved", &["--leader-elect=false"]);
     // The controllers run: the DeploymentGrid one has asked for its grids
     // (404) and waits for a first list that never comes.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sitegrid_api::labels::{GRID_SELECTOR_LABEL, GRID_UNIQ_KEY_LABEL, SITE_LABEL};
 use sitegrid_api::names::{site_child_name, NameRule};
-use sitegrid_fakeapi::{ApiServer, ApiServerConfig, ServerHandle};
+use sitegrid_fakeapi::{ApiServer, ServerHandle};
 
 /// Generous bound on anything a test waits for, so a bug fails instead of hanging.
 pub const WAIT: Duration = Duration::from_secs(15);
@@ -99,16 +99,7 @@ impl Cluster {
     /// controller and the StatefulSet controller make of them: one
     /// StatefulSet per site and its three pods, running and ready.
     pub fn start() -> Cluster {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let server = ApiServer::new(ApiServerConfig::default());
-        server.load(sitegrid_fakeapi::sample::two_sites("v1"));
-        let handle = runtime
-            .block_on(server.serve("127.0.0.1:0".parse().unwrap()))
-            .unwrap();
+        let (runtime, server, handle) = sitegrid_fakeapi::testing::serve_two_sites_on_own_runtime();
         let dir = scratch("kubeconfig");
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(

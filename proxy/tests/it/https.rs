@@ -99,13 +99,19 @@ fn kubectl(pki: &Pki, server: &str, client: &str) -> Kubectl {
     ])
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_over_https_with_client_certificates() {
-    let pki = Pki::new("kubectl");
+/// A running proxy serving HTTPS with `pki`'s certificates (clients must
+/// hold one the CA signed), with `opts`, in front of the two-site world;
+/// returned once it has synced.
+struct Served {
+    url: String,
+    _proxy: sitegrid_proxy::app::RunningProxy,
+    _upstream: sitegrid_fakeapi::ServerHandle,
+}
+
+async fn serve_https(pki: &Pki, mut opts: ProxyOptions) -> Served {
     let api = ApiServer::new(ApiServerConfig::default());
     api.load(sample::two_sites("v1"));
     let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let mut opts = ProxyOptions::new("gz-3", "127.0.0.1:0".parse().unwrap());
     opts.tls = Some(TlsFiles {
         cert: pki.dir.join("serving.crt"),
         key: pki.dir.join("serving.key"),
@@ -117,7 +123,22 @@ async fn kubectl_over_https_with_client_certificates() {
     while !proxy.cache.readiness().is_ready() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let server = format!("https://{}", proxy.local_addr);
+    Served {
+        url: format!("https://{}", proxy.local_addr),
+        _proxy: proxy,
+        _upstream: upstream,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_over_https_with_client_certificates() {
+    let pki = Pki::new("kubectl");
+    let served = serve_https(
+        &pki,
+        ProxyOptions::new("gz-3", "127.0.0.1:0".parse().unwrap()),
+    )
+    .await;
+    let server = served.url.clone();
     let client = kubectl(&pki, &server, "client");
     // Cached kind: guangzhou's endpoints only.
     let out = client
@@ -155,25 +176,12 @@ async fn kubectl_over_https_with_client_certificates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_site_proxy_serves_only_its_sites_certificates() {
     let pki = Pki::new("site");
-    let api = ApiServer::new(ApiServerConfig::default());
-    api.load(sample::two_sites("v1"));
-    let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let mut opts = ProxyOptions::new("site-guangzhou", "127.0.0.1:0".parse().unwrap());
     opts.site =
         Some(sitegrid_apimachinery::selector::LabelSelector::parse("location=guangzhou").unwrap());
     opts.client_groups = vec!["sitegrid:site:guangzhou".to_owned()];
-    opts.tls = Some(TlsFiles {
-        cert: pki.dir.join("serving.crt"),
-        key: pki.dir.join("serving.key"),
-        client_ca: Some(pki.dir.join("ca.crt")),
-    });
-    let proxy = start(kube::Config::new(upstream.url().parse().unwrap()), opts)
-        .await
-        .unwrap();
-    while !proxy.cache.readiness().is_ready() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let server = format!("https://{}", proxy.local_addr);
+    let served = serve_https(&pki, opts).await;
+    let server = served.url.clone();
     let jsonpath = "jsonpath={.subsets[*].addresses[*].ip}";
     let args = ["get", "endpoints", "servicegrid-demo-svc", "-o", jsonpath];
     let out = kubectl(&pki, &server, "gz").ok_async(&args).await;
