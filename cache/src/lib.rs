@@ -147,6 +147,21 @@ struct Shared {
     protobuf_lossy: PerKind<AtomicBool>,
 }
 
+impl Shared {
+    /// See [`Cache::protobuf_lossy`].
+    fn protobuf_lossy(&self, kind: ResourceKind, key: &str, fields: &[String]) {
+        if !self.protobuf_lossy[kind].swap(true, Ordering::AcqRel) {
+            tracing::warn!(
+                resource = %kind,
+                %key,
+                fields = %fields.join(","),
+                "an object has fields this proxy cannot write in protobuf; its kind is served \
+                 in JSON from now on, also to clients that prefer protobuf (they accept JSON too)"
+            );
+        }
+    }
+}
+
 /// An empty cache whose versions start now, and the one slot its writer comes from.
 pub fn new(config: CacheConfig) -> (Cache, WriterSlot) {
     with_start_rv(config, start_rv_now())
@@ -184,7 +199,7 @@ pub fn open(config: CacheConfig, opened: persist::Opened) -> (Cache, WriterSlot)
     for (kind, entry) in restored.kinds.into_entries() {
         if let Some(k) = entry {
             if let Some((key, fields)) = &k.protobuf_lossy {
-                Cache(shared.clone()).protobuf_lossy(kind, key, fields);
+                shared.protobuf_lossy(kind, key, fields);
             }
             shared.stores[kind].restore(StoreExport {
                 objects: k.objects,
@@ -265,15 +280,7 @@ impl Cache {
     /// Records that `key` of `kind` has `fields` the protobuf encoder does
     /// not know (logged the first time for the kind).
     pub(crate) fn protobuf_lossy(&self, kind: ResourceKind, key: &str, fields: &[String]) {
-        if !self.0.protobuf_lossy[kind].swap(true, Ordering::AcqRel) {
-            tracing::warn!(
-                resource = %kind,
-                %key,
-                fields = %fields.join(","),
-                "an object has fields this proxy cannot write in protobuf; its kind is served \
-                 in JSON from now on, also to clients that prefer protobuf (they accept JSON too)"
-            );
-        }
+        self.0.protobuf_lossy(kind, key, fields);
     }
 
     /// The store of one resource.
