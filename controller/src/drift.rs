@@ -14,12 +14,119 @@
 //!
 //! The annotation lives on the generated child, never on the grid: the grid's
 //! spec is the user's (or their GitOps tool's) alone.
+//!
+//! A child without that annotation was made by someone else: SuperEdge's
+//! application-grid-controller, whose children sitegrid takes over (same
+//! names, labels and owner references). Such a child is adopted by applying
+//! to it only when that changes nothing its pods run from
+//! ([`adoption_blocker`]); otherwise taking it over would roll its pods, so it
+//! is left alone until the grid matches it or the user asks for the roll
+//! with [`ADOPT_ANNOTATION`].
 
 use serde_json::Value;
 
 /// Annotation on every generated child: the FNV-1a 64 hash (hex) of the
 /// object the controller last applied.
 pub const APPLIED_HASH_ANNOTATION: &str = "sitegrid.io/applied-hash";
+
+/// Annotation a user puts on a child sitegrid has never applied, with the
+/// value [`ADOPT_ROLL`], to let sitegrid take it over even though its pods
+/// restart (see [`adoption_blocker`]).
+pub const ADOPT_ANNOTATION: &str = "sitegrid.io/adopt";
+
+/// The value of [`ADOPT_ANNOTATION`] that allows the roll.
+pub const ADOPT_ROLL: &str = "roll";
+
+/// Why a child sitegrid never applied cannot be adopted in place: the first
+/// field under `fields` (JSON pointers, e.g. `/spec/template`) whose value in
+/// `desired` is not what `live` has, as a dotted path with both values.
+///
+/// `None` when the child carries [`APPLIED_HASH_ANNOTATION`] (sitegrid made
+/// or adopted it: changes roll as the grid says), when the user allowed the
+/// roll ([`ADOPT_ANNOTATION`]), or when every field is contained in the live
+/// object (applying keeps the pods: fields the API server defaulted, or that
+/// the other controller set and sitegrid does not, stay as they are).
+pub fn adoption_blocker(live: &Value, desired: &Value, fields: &[&str]) -> Option<Difference> {
+    let annotations = live.pointer("/metadata/annotations");
+    let annotation = |key: &str| annotations.and_then(|a| a.get(key)).and_then(Value::as_str);
+    if annotation(APPLIED_HASH_ANNOTATION).is_some()
+        || annotation(ADOPT_ANNOTATION) == Some(ADOPT_ROLL)
+    {
+        return None;
+    }
+    fields.iter().find_map(|pointer| {
+        let want = desired.pointer(pointer)?;
+        let path = pointer.trim_start_matches('/').replace('/', ".");
+        let have = live.pointer(pointer).unwrap_or(&Value::Null);
+        first_difference(have, want, path)
+    })
+}
+
+/// A field whose desired value is not in the live object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Difference {
+    /// Where, as kubectl's JSONPath-like dotted path (`spec.template.spec.containers[0].image`).
+    pub path: String,
+    /// The live value (`null` when absent).
+    pub live: Value,
+    /// The value the grid asks for.
+    pub desired: Value,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} is {} but the grid has {}",
+            self.path,
+            short(&self.live),
+            short(&self.desired)
+        )
+    }
+}
+
+/// A value as JSON, cut to a readable length.
+fn short(value: &Value) -> String {
+    const MAX: usize = 80;
+    let text = value.to_string();
+    match text.char_indices().nth(MAX) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text,
+    }
+}
+
+/// The first place where `want` is not contained in `have` (as [`contains`]
+/// decides), below `path`.
+fn first_difference(have: &Value, want: &Value, path: String) -> Option<Difference> {
+    let differ = || {
+        Some(Difference {
+            path: path.clone(),
+            live: have.clone(),
+            desired: want.clone(),
+        })
+    };
+    match (have, want) {
+        (Value::Object(have), Value::Object(want)) => want.iter().find_map(|(key, w)| {
+            let at = if key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                format!("{path}.{key}")
+            } else {
+                format!("{path}[{key}]")
+            };
+            match have.get(key) {
+                Some(h) => first_difference(h, w, at),
+                None if is_empty_collection(w) || w.is_null() => None,
+                None => first_difference(&Value::Null, w, at),
+            }
+        }),
+        (Value::Array(h), Value::Array(w)) if h.len() == w.len() => h
+            .iter()
+            .zip(w)
+            .enumerate()
+            .find_map(|(i, (h, w))| first_difference(h, w, format!("{path}[{i}]"))),
+        _ if contains(have, want) => None,
+        _ => differ(),
+    }
+}
 
 /// The hash recorded in [`APPLIED_HASH_ANNOTATION`] for `desired`.
 ///

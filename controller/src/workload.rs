@@ -14,6 +14,10 @@ pub trait Workload: Sized {
     type Spec: Clone;
     /// How its name must look.
     const NAME_RULE: NameRule;
+    /// The fields (JSON pointers) that must already hold what the grid asks
+    /// for before a child made by someone else is adopted: changing them
+    /// would restart its pods, or the API server refuses to change them.
+    const ADOPTION_FIELDS: &'static [&'static str];
     /// The spec's pod template.
     fn pod_template(spec: &mut Self::Spec) -> &mut PodTemplateSpec;
     /// The object.
@@ -27,10 +31,11 @@ pub trait Workload: Sized {
 /// The [`Workload`] impl of an `apps/v1` kind; `ready` says, from the
 /// replicas it wants and its status, whether they are all available.
 macro_rules! workload {
-    ($kind:ty, $spec:ty, $rule:expr, |$want:ident, $status:ident| $ready:expr) => {
+    ($kind:ty, $spec:ty, $rule:expr, $adoption:expr, |$want:ident, $status:ident| $ready:expr) => {
         impl Workload for $kind {
             type Spec = $spec;
             const NAME_RULE: NameRule = $rule;
+            const ADOPTION_FIELDS: &'static [&'static str] = $adoption;
 
             fn pod_template(spec: &mut $spec) -> &mut PodTemplateSpec {
                 &mut spec.template
@@ -62,6 +67,8 @@ workload!(
     Deployment,
     DeploymentSpec,
     NameRule::Subdomain,
+    // The selector is immutable; the pod template makes a new ReplicaSet.
+    &["/spec/selector", "/spec/template"],
     |want, status| status.updated_replicas.unwrap_or(0) >= want
         && status.available_replicas.unwrap_or(0) >= want
 );
@@ -72,6 +79,15 @@ workload!(
     StatefulSet,
     StatefulSetSpec,
     NameRule::StatefulSetLabel,
+    // Everything but replicas, the template and the update strategy is
+    // immutable; the template makes a new revision.
+    &[
+        "/spec/selector",
+        "/spec/serviceName",
+        "/spec/volumeClaimTemplates",
+        "/spec/podManagementPolicy",
+        "/spec/template",
+    ],
     |want, status| status.ready_replicas.unwrap_or(0) >= want
 );
 

@@ -461,17 +461,17 @@ stop_tracked_controllers() {
 RUN_BOUND_PODS_SEQ=0
 
 # run_bound_pods PREFIX NET: play kubelet (Running and Ready, as run_bound_pod does) for every pod
-# in namespace default named PREFIX* that the scheduler bound and that is neither Ready nor
-# terminating, at addresses NET.1, NET.2, ... in turn (NET e.g. 10.1.0).
+# in namespace $PODS_NAMESPACE (default: default) named PREFIX* that the scheduler bound and that
+# is neither Ready nor terminating, at addresses NET.1, NET.2, ... in turn (NET e.g. 10.1.0).
 run_bound_pods() {
-    local prefix=$1 net=$2 name node ready deleting host_ip
+    local prefix=$1 net=$2 name node ready deleting host_ip ns=${PODS_NAMESPACE:-default}
     while IFS='|' read -r name node ready deleting; do
         [[ $name == "$prefix"* && -n $node && -z $deleting && $ready != True ]] || continue
         RUN_BOUND_PODS_SEQ=$((RUN_BOUND_PODS_SEQ + 1))
         host_ip=$(kubectl get node "$node" -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
-        kubectl patch pod "$name" --subresource=status --type=merge \
+        kubectl -n "$ns" patch pod "$name" --subresource=status --type=merge \
             -p "$(pod_status "$host_ip" "$net.$RUN_BOUND_PODS_SEQ" True "$(date -u +%Y-%m-%dT%H:%M:%SZ)")" >/dev/null || return 1
-    done < <(kubectl get pods -o jsonpath='{range .items[*]}{.metadata.name}|{.spec.nodeName}|{.status.conditions[?(@.type=="Ready")].status}|{.metadata.deletionTimestamp}{"\n"}{end}')
+    done < <(kubectl -n "$ns" get pods -o jsonpath='{range .items[*]}{.metadata.name}|{.spec.nodeName}|{.status.conditions[?(@.type=="Ready")].status}|{.metadata.deletionTimestamp}{"\n"}{end}')
 }
 
 # deploy_ready DEPLOYMENT N NET: play kubelet for DEPLOYMENT's bound pods (run_bound_pods DEPLOYMENT- NET);

@@ -150,8 +150,25 @@ impl Context {
             "status": status,
         });
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        api.patch_status(&grid.name_any(), &params, &Patch::Apply(&body))
-            .await?;
+        match api
+            .patch_status(&grid.name_any(), &params, &Patch::Apply(&body))
+            .await
+        {
+            Ok(_) => {}
+            // A grid deleted meanwhile is NotFound by name; a path the API
+            // server does not serve at all is this generic message.
+            Err(kube::Error::Api(status))
+                if status.code == 404
+                    && status
+                        .message
+                        .contains("could not find the requested resource") =>
+            {
+                return Err(Error::NoStatusSubresource {
+                    crd: format!("{}.{}", K::plural(&()), K::group(&())),
+                });
+            }
+            Err(err) => return Err(err.into()),
+        }
         self.metrics.wrote("apply-status", &K::kind(&()));
         Ok(())
     }

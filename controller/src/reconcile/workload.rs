@@ -175,14 +175,18 @@ async fn apply_sites<C: Workload + GridKind>(
     .await
 }
 
-/// Applies one site's child (unless `live` already matches it).
-async fn apply_site<C: GridKind>(
+/// Applies one site's child (unless `live` already matches it, or is
+/// someone else's that applying would restart: see [`adoption_refused`]).
+async fn apply_site<C: GridKind + Workload>(
     ctx: &Context,
     api: &Api<C>,
     live: Option<&C>,
     desired: &C,
     site: &SiteName,
 ) -> Result<C, SiteFailure> {
+    if let Some(refused) = live.and_then(|live| adoption_refused(live, desired, site)) {
+        return Err(refused);
+    }
     ctx.apply_child(api, desired, live).await.map_err(|err| {
         let (kind, name) = (C::kind(&()), desired.name_any());
         SiteFailure {
@@ -192,6 +196,38 @@ async fn apply_site<C: GridKind>(
                 message: format!("site {site}: {kind} {name}: {err}"),
             },
         }
+    })
+}
+
+/// Why `live`, a child the grid controls but sitegrid never applied (made by
+/// SuperEdge's application-grid-controller), is not adopted: applying
+/// `desired` would change a field that restarts its pods or that cannot
+/// change. It keeps running as it is, and the site reports the field.
+fn adoption_refused<C: GridKind + Workload>(
+    live: &C,
+    desired: &C,
+    site: &SiteName,
+) -> Option<SiteFailure> {
+    let live_json = serde_json::to_value(live).ok()?;
+    let mut desired_json = serde_json::to_value(desired).ok()?;
+    crate::drift::fill_port_protocols(&mut desired_json);
+    let difference = crate::drift::adoption_blocker(&live_json, &desired_json, C::ADOPTION_FIELDS)?;
+    let (kind, namespace, name) = (
+        C::kind(&()),
+        live.namespace().unwrap_or_default(),
+        live.name_any(),
+    );
+    Some(SiteFailure {
+        transient: false,
+        failure: Failure {
+            reason: reason::ADOPTION_WOULD_RESTART,
+            message: format!(
+                "site {site}: {kind} {namespace}/{name} was not made by sitegrid and adopting it would restart its pods: {difference}; it is left as it is. Make the grid match it, or let sitegrid roll it: kubectl annotate {} {name} -n {namespace} {}={}",
+                kind.to_lowercase(),
+                crate::drift::ADOPT_ANNOTATION,
+                crate::drift::ADOPT_ROLL,
+            ),
+        },
     })
 }
 

@@ -15,6 +15,14 @@ pub enum Error {
     /// An object could not be turned into JSON.
     #[error("encoding an object: {0}")]
     Json(#[from] serde_json::Error),
+    /// The grid's CRD serves no status subresource: SuperEdge's own CRDs
+    /// have none, so a cluster migrating from it that kept them cannot hold
+    /// a grid's status.
+    #[error("the {crd} CustomResourceDefinition has no status subresource (SuperEdge's CRDs have none): install sitegrid's CRDs (kubectl apply -k deploy/crds, or sitegrid-controller crds | kubectl apply -f -)")]
+    NoStatusSubresource {
+        /// The CRD's name.
+        crd: String,
+    },
     /// Some sites failed to apply; the others were reconciled.
     #[error("{failed} site(s) could not be applied")]
     Sites {

@@ -34,6 +34,9 @@ pub mod reason {
     pub const TEMPLATE_NOT_FOUND: &str = "TemplateNotFound";
     /// The API server refused the site's object.
     pub const APPLY_FAILED: &str = "ApplyFailed";
+    /// The site's workload was made by someone else (SuperEdge) and differs
+    /// from the grid where a change restarts pods: left alone.
+    pub const ADOPTION_WOULD_RESTART: &str = "AdoptionWouldRestart";
     /// The site's object was applied (ServiceGrid condition).
     pub const APPLIED: &str = "Applied";
     /// The site's `templatePool` entry is not a workload spec.

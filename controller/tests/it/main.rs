@@ -12,3 +12,4 @@ mod karmada;
 mod render;
 mod seeds;
 mod shutdown;
+mod superedge;
