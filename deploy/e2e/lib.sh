@@ -148,21 +148,34 @@ netns_bridge() {
 # HTTP (no credentials: the proxy authenticates upstream itself); KUBECONFIG must then name 127.0.0.1:PORT.
 # Returns once kube-proxy has written its first rules.
 start_kube_proxy() {
-    local node=$1 port=$2 gates=$3 kubeconfig=${4:-} ns log=$SITEGRID_E2E_LOGS/kube-proxy-$1.log
+    local node=$1 port=$2 gates=$3 kubeconfig=${4:-} ns
     ns=$(node_netns "$node")
     netns_bridge "$ns" "$port"
     if [[ -z $kubeconfig ]]; then
         kubeconfig=$SITEGRID_E2E_RUN/netns/$ns.kubeconfig
-        cat >"$kubeconfig" <<KC
+        plain_kubeconfig "$port" >"$kubeconfig"
+    fi
+    run_kube_proxy "$node" "$gates" "$kubeconfig"
+}
+
+# plain_kubeconfig PORT: a kubeconfig for http://127.0.0.1:PORT without credentials.
+plain_kubeconfig() {
+    cat <<KC
 apiVersion: v1
 kind: Config
-clusters: [{name: sitegrid-proxy, cluster: {server: "http://127.0.0.1:$port"}}]
+clusters: [{name: sitegrid-proxy, cluster: {server: "http://127.0.0.1:$1"}}]
 users: [{name: kube-proxy, user: {}}]
 contexts: [{name: sitegrid-proxy, context: {cluster: sitegrid-proxy, user: kube-proxy}}]
 current-context: sitegrid-proxy
 KC
-    fi
-    echo "==== $(date -u +%T) kube-proxy $node --feature-gates=$gates via 127.0.0.1:$port" >>"$log"
+}
+
+# run_kube_proxy NODE GATES KUBECONFIG: kube-proxy 1.20 in iptables mode for NODE in the existing
+# sg-NODE, with --feature-gates=GATES and KUBECONFIG as it is; sets KUBE_PROXY_PID and returns
+# once kube-proxy has written its first rules.
+run_kube_proxy() {
+    local node=$1 gates=$2 kubeconfig=$3 ns=sg-$1 log=$SITEGRID_E2E_LOGS/kube-proxy-$1.log
+    echo "==== $(date -u +%T) kube-proxy $node --feature-gates=$gates with $kubeconfig" >>"$log"
     # No kubelet and no conntrack tuning: leave the namespace's conntrack limits and timeouts
     # as they are; health and metrics only on the namespace's loopback.
     ip netns exec "$ns" "$SITEGRID_K8S_BIN/kube-proxy" --kubeconfig="$kubeconfig" \
@@ -171,6 +184,8 @@ KC
         --conntrack-max-per-core=0 --conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0 \
         --healthz-bind-address=127.0.0.1:10256 --metrics-bind-address=127.0.0.1:10249 \
         >>"$log" 2>&1 &
+    # shellcheck disable=SC2034 # for the calling scenario
+    KUBE_PROXY_PID=$!
     track $! "$ns"
     # The first sync writes the rules of default/kubernetes.
     retry 30 dnat_synced "$ns" || fail "kube-proxy for $node wrote no rules (see $log)"
