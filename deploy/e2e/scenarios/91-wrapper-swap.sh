@@ -6,8 +6,8 @@
 # restarted nor reconfigured. Its DNAT rules, sampled every 100 ms
 # throughout, name beijing's endpoints only and are never empty; kube-proxy's
 # watches are then sitegrid's, and a pod that joined beijing while nothing
-# listened on 51006 is in its rules (the wrapper would never have replayed
-# it).
+# listened on 51006 is in its rules. Requests from the node to the Service,
+# every 50 ms throughout, all answered, all from beijing.
 # shellcheck shell=bash
 WRAPPER=$SITEGRID_K8S_BIN/application-grid-wrapper
 [[ -x $WRAPPER ]] || fail "$WRAPPER missing: deploy/e2e/install.sh builds it with SuperEdge's wrapper build script (set SITEGRID_SUPEREDGE_WRAPPER_BUILD)"
@@ -38,6 +38,45 @@ run_kube_proxy $NODE EndpointSliceProxying=true "$kubeconfig"
 kube_proxy=$KUBE_PROXY_PID
 expect_within 10 "through the wrapper: DNAT servicegrid-demo-svc" "$BEIJING" dnat_targets "$ns" servicegrid-demo-svc
 expect_within 10 "through the wrapper: DNAT plain-echo" "$PLAIN" dnat_targets "$ns" plain-echo
+
+# Requests, counted as scenario 80 counts them: every endpoint of
+# servicegrid-demo-svc answers on the node's loopback with its site's name
+# (the pods' addresses; their Services' DNAT rules are the only way there),
+# and a client on the node asks the ClusterIP every 50 ms throughout.
+# (It reads the request before answering: closing on an unread request
+# resets the connection, which a client may see before the answer.)
+answer=$SITEGRID_E2E_RUN/netns/answer.sh
+cat >"$answer" <<'SH'
+#!/bin/sh
+# Answers one HTTP request with $1, after reading its head.
+cr=$(printf '\r')
+while IFS= read -r line; do
+    case $line in "" | "$cr") break ;; esac
+done
+printf 'HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s' "${#1}" "$1"
+SH
+chmod +x "$answer"
+for endpoint in 10.0.0.70:beijing 10.0.1.72:beijing 10.0.0.71:beijing 10.0.0.139:guangzhou 10.0.1.8:guangzhou 10.0.1.9:guangzhou; do
+    ip=${endpoint%%:*} site=${endpoint#*:}
+    ip -n "$ns" addr add "$ip/32" dev lo
+    ip netns exec "$ns" socat "TCP-LISTEN:8080,bind=$ip,fork,reuseaddr" "EXEC:$answer $site" \
+        2>>"$SITEGRID_E2E_LOGS/socat-$ns.log" &
+    track $! "$ns"
+done
+# The service CIDR through lo: routed there, then DNATed by kube-proxy's rules.
+ip -n "$ns" route add 10.96.0.0/16 dev lo
+cluster_ip=$(jget svc servicegrid-demo-svc '{.spec.clusterIP}')
+expect_within 10 "a request to servicegrid-demo-svc on bj-1" beijing in_node curl -s --max-time 1 "http://$cluster_ip/"
+requests=$SITEGRID_E2E_RUN/wrapper-swap-requests
+: >"$requests"
+(
+    while [[ ! -e $requests.stop ]]; do
+        in_node curl -s --max-time 1 "http://$cluster_ip/" || printf failed
+        echo
+        sleep 0.05
+    done
+) >>"$requests" &
+track $!
 
 # kube-proxy's rules for servicegrid-demo-svc, every 100 ms, until told to stop.
 samples=$SITEGRID_E2E_RUN/wrapper-swap-samples
@@ -83,25 +122,33 @@ add_ready_pod echoserver-gz-1 gz-1 10.0.1.9 "{appGrid: echo}"
 delete_pod echoserver-bj-2
 expect_within 10 "sitegrid's view: DNAT servicegrid-demo-svc" "$BEIJING" dnat_targets "$ns" servicegrid-demo-svc
 delete_pod echoserver-gz-1
-touch "$samples.stop"
-sleep 0.3
+touch "$samples.stop" "$requests.stop"
+sleep 1.2
 
 # Throughout: never empty, never a guangzhou endpoint.
 total=$(wc -l <"$samples")
 bad=$(awk '{ $1 = ""; t = substr($0, 2) } t != "10.0.0.70:8080 10.0.1.72:8080" && t != "10.0.0.70:8080 10.0.0.71:8080 10.0.1.72:8080" {n++} END {print n + 0}' "$samples")
 ((total > 50)) || fail "only $total samples of kube-proxy's rules"
 expect "samples of kube-proxy's rules that were not beijing's (of $total)" "$bad" 0
-# How kube-proxy came back: its watches broke mid-stream when the wrapper
-# went, so client-go's reflector listed again (refused until sitegrid
-# listened, with backoff) and watched from that list. A watch resumed from
-# the wrapper's resourceVersion instead (the API server's, older than any
-# sitegrid issued) would have got 410 and listed too.
+# How kube-proxy came back, which depends on how its watches ended: broken
+# mid-stream, client-go's reflector lists again (refused until sitegrid
+# listens, with backoff); ended cleanly, it watches again from its last
+# resourceVersion: "" when the wrapper sent it no event (its lists carry
+# none), which sitegrid answers as kube-apiserver does, with every object
+# first; the API server's otherwise, older than any sitegrid issued: 410,
+# and it lists. All three converge, as the rules above show.
 node_sum() { # PREFIX: the sum of the node proxy's series starting with PREFIX
     in_node curl -sf "http://127.0.0.1:$PORT/metrics" | awk -v p="sitegrid_proxy_$1" 'index($1, p) == 1 {v += $2} END {print v + 0}'
 }
 too_old=$(node_sum 'watches_too_old_total{resource="endpointslices"}')
 lists=$(node_sum 'cached_responses_total{verb="list",resource="endpointslices"')
-((lists >= 1)) || fail "kube-proxy never listed EndpointSlices from sitegrid"
 log "figures: kube-proxy's EndpointSlices from sitegrid: $lists list(s), $too_old watch(es) answered 410"
+sent=$(wc -l <"$requests")
+failed=$(grep -cv -e '^beijing$' -e '^guangzhou$' "$requests" || true)
+other=$(grep -c '^guangzhou$' "$requests" || true)
+((sent > 50)) || fail "only $sent requests sent"
+expect "requests that failed during the swap (of $sent)" "$failed" 0
+expect "requests answered from guangzhou during the swap (of $sent)" "$other" 0
+log "figures: requests from bj-1 to servicegrid-demo-svc throughout: $sent sent, $failed failed, $other from another site"
 log "figures: wrapper stopped -> sitegrid serving $(awk -v a="$stopped_at" -v b="$serving_at" 'BEGIN {printf "%.1f", b - a}') s (2 s of it deliberate); -> kube-proxy's rules had the missed pod $(awk -v a="$serving_at" -v b="$converged_at" 'BEGIN {printf "%.1f", b - a}') s later; $total samples of its rules, every one beijing's"
 stop_node $NODE
