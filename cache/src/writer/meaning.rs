@@ -13,6 +13,10 @@
 //!   reads the API server, not the proxy.
 //! - `metadata.managedFields`: who last wrote which field and when; server-
 //!   side apply reads it on the API server, never from a cache.
+//! - `kind` and `apiVersion` at the top: a list's items lack them, a watch
+//!   event's object carries them, and the store's kind decides them anyway;
+//!   without this every object's first change after a list would be an
+//!   event, whatever it changed.
 //! - For Endpoints and EndpointSlices, the annotation
 //!   `endpoints.kubernetes.io/last-change-trigger-time`: the endpoints
 //!   controller stamps every write with the time of the pod change behind
@@ -36,6 +40,8 @@ use serde_json::{Map, Value};
 
 use crate::ResourceKind;
 
+/// Top-level fields the store's kind decides (absent in a list's items).
+const TYPE_META: [&str; 2] = ["kind", "apiVersion"];
 /// Metadata fields that carry no meaning for a client of the view.
 const NOT_MEANINGFUL: [&str; 3] = ["resourceVersion", "generation", "managedFields"];
 /// The endpoints controller's timestamp of the change behind a write.
@@ -48,9 +54,15 @@ pub(super) fn same_meaning(
     old: &Map<String, Value>,
     new: &Map<String, Value>,
 ) -> bool {
-    old.len() == new.len()
+    let fields = |m: &'_ Map<String, Value>| {
+        m.keys()
+            .filter(|k| !TYPE_META.contains(&k.as_str()))
+            .count()
+    };
+    fields(old) == fields(new)
         && old
             .iter()
+            .filter(|(key, _)| !TYPE_META.contains(&key.as_str()))
             .all(|(key, a)| match (key.as_str(), new.get(key)) {
                 (_, None) => false,
                 ("metadata", Some(b)) => same_metadata(kind, a, b),
@@ -158,6 +170,21 @@ mod tests {
         let mut hinted = slice(2, "t2", &["10.0.0.1"]);
         hinted["endpoints"][0]["hints"] = json!({"forZones": [{"name": "a"}]});
         assert!(!same_meaning(EndpointSlices, &old, &hinted));
+    }
+
+    #[test]
+    fn a_listed_object_then_its_watch_event_differ_in_type_meta_only() {
+        // Listed: no kind or apiVersion. Its next watch event: both, and a
+        // change elsewhere in the slice (the generation moved).
+        let listed = slice(1, "t1", &["10.0.0.1"]);
+        let mut watched = slice(2, "t1", &["10.0.0.1"]);
+        watched.insert("kind".into(), json!("EndpointSlice"));
+        watched.insert("apiVersion".into(), json!("discovery.k8s.io/v1"));
+        assert!(same_meaning(EndpointSlices, &listed, &watched));
+        assert!(same_meaning(EndpointSlices, &watched, &listed));
+        let mut moved = watched.clone();
+        moved["endpoints"][0]["addresses"] = json!(["10.0.0.2"]);
+        assert!(!same_meaning(EndpointSlices, &listed, &moved));
     }
 
     #[test]

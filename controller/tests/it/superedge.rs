@@ -64,63 +64,51 @@ where
     value
 }
 
-#[test]
-fn superedge_deployments_are_adopted_without_touching_their_pods() {
-    let (grid, _): (DeploymentGrid, _) = object(
-        "grids.yaml",
-        "DeploymentGrid",
-        "default",
-        "deploymentgrid-demo",
-    );
-    // SuperEdge wrote its template hash into the grid's pod template: the
-    // grid sitegrid reads carries it, so sitegrid renders it too.
-    let template_labels = grid
-        .spec
-        .template
-        .template
-        .metadata
-        .as_ref()
-        .unwrap()
-        .labels
-        .as_ref()
-        .unwrap();
-    assert!(template_labels.contains_key("superedge.io/template-hash-key"));
+/// Each site's captured child of the captured grid `{kind}/{name}` is what
+/// sitegrid renders for that site, as far as its pods are concerned, and has
+/// the owner sitegrid would set: adopting it changes nothing they run from.
+fn adopted_in_place<G, W>(grid_kind: &str, grid_name: &str, child_kind: &str) -> G
+where
+    G: sitegrid_api::WorkloadGrid<Workload = W> + DeserializeOwned,
+    W: Workload<Spec = G::Template> + kube::Resource + serde::Serialize + DeserializeOwned,
+{
+    let (grid, _): (G, _) = object("grids.yaml", grid_kind, "default", grid_name);
     for site in ["beijing", "guangzhou"] {
-        let name = format!("deploymentgrid-demo-{site}");
-        let (live, live_json): (Deployment, _) =
-            object("children.yaml", "Deployment", "default", &name);
+        let name = format!("{grid_name}-{site}");
+        let (live, live_json): (W, _) = object("children.yaml", child_kind, "default", &name);
         let want = desired(&grid, site);
         assert_eq!(want["metadata"]["name"], name, "same name as SuperEdge's");
         assert_eq!(
-            adoption_blocker(&live_json, &want, Deployment::ADOPTION_FIELDS),
+            adoption_blocker(&live_json, &want, W::ADOPTION_FIELDS),
             None,
             "{name}: adopting it would change its pods"
         );
-        // Its owner is the same grid, as sitegrid would point at it.
         assert_eq!(live.owner_references(), want_owner(&want).as_slice());
     }
+    grid
+}
+
+#[test]
+fn superedge_deployments_are_adopted_without_touching_their_pods() {
+    let grid: DeploymentGrid =
+        adopted_in_place("DeploymentGrid", "deploymentgrid-demo", "Deployment");
+    // SuperEdge wrote its template hash into the grid's pod template: the
+    // grid sitegrid reads carries it, so sitegrid renders it too.
+    let template = grid.spec.template.template.metadata.unwrap_or_default();
+    assert!(template
+        .labels
+        .unwrap_or_default()
+        .contains_key("superedge.io/template-hash-key"));
 }
 
 #[test]
 fn superedge_statefulsets_are_adopted_without_touching_their_pods() {
-    let (grid, _): (StatefulSetGrid, _) = object(
-        "grids.yaml",
-        "StatefulSetGrid",
-        "default",
-        "statefulsetgrid-demo",
+    let grid: StatefulSetGrid =
+        adopted_in_place("StatefulSetGrid", "statefulsetgrid-demo", "StatefulSet");
+    assert_eq!(
+        grid.spec.template.service_name.as_deref(),
+        Some("servicegrid-demo-svc")
     );
-    for site in ["beijing", "guangzhou"] {
-        let name = format!("statefulsetgrid-demo-{site}");
-        let (live, live_json): (StatefulSet, _) =
-            object("children.yaml", "StatefulSet", "default", &name);
-        let want = desired(&grid, site);
-        assert_eq!(
-            adoption_blocker(&live_json, &want, StatefulSet::ADOPTION_FIELDS),
-            None,
-            "{name}: adopting it would change its pods"
-        );
-        assert_eq!(live.owner_references(), want_owner(&want).as_slice());
-    }
 }
 
 #[test]
