@@ -7,9 +7,10 @@ use std::{
     collections::{BTreeSet, VecDeque},
     ops::Bound,
     sync::Arc,
+    time::{Duration, Instant},
 };
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::broadcast;
 
 use super::{Event, EventType, View};
@@ -19,7 +20,30 @@ use super::{Event, EventType, View};
 pub struct Store {
     state: RwLock<State>,
     live: broadcast::Sender<Arc<Event>>,
+    pins: Mutex<VecDeque<Pin>>,
 }
+
+/// The objects a paged list was read from, kept for its continue tokens.
+///
+/// kube-apiserver keeps five minutes of etcd history for continue tokens; a
+/// store's log holds what its bounds allow, which under churn may be less
+/// than a client takes to read a large list page by page (a node proxy's
+/// relist from a site proxy asks pages of 30): every continue would get 410
+/// and the relist would start over for as long as the churn lasts. A list's
+/// later pages are read from the very objects its first page was read from
+/// instead: pointers to views the store shares, so a pin costs a word per
+/// object plus the views that change while it is kept.
+struct Pin {
+    rv: u64,
+    prefix: String,
+    objects: Arc<[Arc<View>]>,
+    used: Instant,
+}
+
+/// Lists kept for their continue tokens at once (the oldest goes first).
+const MAX_PINS: usize = 8;
+/// How long a list is kept after its last page was read.
+const PIN_TTL: Duration = Duration::from_secs(120);
 
 struct State {
     objects: BTreeSet<Keyed>,
@@ -116,7 +140,37 @@ impl Store {
                 last_rv: start_rv,
             }),
             live: broadcast::channel(live_capacity.max(1)).0,
+            pins: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// Keeps `objects`, the scope `prefix` at `rv` a paged list was read
+    /// from, for its continue tokens (see [`Pin`]).
+    pub fn pin(&self, rv: u64, prefix: &str, objects: Arc<[Arc<View>]>) {
+        let now = Instant::now();
+        let mut pins = self.pins.lock();
+        pins.retain(|p| {
+            now.duration_since(p.used) < PIN_TTL && !(p.rv == rv && p.prefix == prefix)
+        });
+        if pins.len() >= MAX_PINS {
+            pins.pop_front();
+        }
+        pins.push_back(Pin {
+            rv,
+            prefix: prefix.to_owned(),
+            objects,
+            used: now,
+        });
+    }
+
+    /// The objects a paged list of `prefix` read at `rv`, if still kept.
+    pub fn pinned(&self, rv: u64, prefix: &str) -> Option<Arc<[Arc<View>]>> {
+        let now = Instant::now();
+        let mut pins = self.pins.lock();
+        pins.retain(|p| now.duration_since(p.used) < PIN_TTL);
+        let pin = pins.iter_mut().find(|p| p.rv == rv && p.prefix == prefix)?;
+        pin.used = now;
+        Some(pin.objects.clone())
     }
 
     /// Applies a batch atomically: readers see all of it or none of it.

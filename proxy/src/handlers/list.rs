@@ -69,9 +69,11 @@ pub async fn list(cache: &Cache, req: &CachedRequest, list: &ListRequest) -> Res
     let (objects, list_rv, start) = snapshot(cache, req, &list.from, &prefix).await?;
     let filter = &list.filter;
     let mut matching = objects
-        .into_iter()
+        .as_slice()
+        .iter()
         .filter(|v| start.is_empty() || v.key() >= start.as_str())
-        .filter(|v| filter.matches(cache.codec(), v));
+        .filter(|v| filter.matches(cache.codec(), v))
+        .cloned();
     let mut meta = PageMeta {
         rv: list_rv,
         ..PageMeta::default()
@@ -85,6 +87,10 @@ pub async fn list(cache: &Cache, req: &CachedRequest, list: &ListRequest) -> Res
     let items: Vec<Arc<View>> = matching.by_ref().take(list.limit).collect();
     let remaining = matching.count();
     if let (true, Some(last)) = (remaining > 0, items.last()) {
+        // Its later pages read these objects, whatever the log still reaches.
+        cache
+            .store(req.served.kind)
+            .pin(list_rv, &prefix, objects.into_pin());
         let token = ContinueToken {
             rv: list_rv as i64,
             start: next_start(&last.key()[prefix.len()..]),
@@ -97,6 +103,31 @@ pub async fn list(cache: &Cache, req: &CachedRequest, list: &ListRequest) -> Res
     Ok(Page { items, meta })
 }
 
+/// The objects a list page is read from: read for it, or kept since an
+/// earlier page of the same list (see `Store::pin`).
+enum Objects {
+    Read(Vec<Arc<View>>),
+    Pinned(Arc<[Arc<View>]>),
+}
+
+impl Objects {
+    fn as_slice(&self) -> &[Arc<View>] {
+        match self {
+            Self::Read(v) => v,
+            Self::Pinned(p) => p,
+        }
+    }
+
+    /// To keep for the list's next pages (copied once, when a list first
+    /// hands out a continue token).
+    fn into_pin(self) -> Arc<[Arc<View>]> {
+        match self {
+            Self::Read(v) => v.into(),
+            Self::Pinned(p) => p,
+        }
+    }
+}
+
 /// Which objects a list reads, at which version, starting at which key
 /// (`""`: from the first): the newest state, the state at a version, or the
 /// snapshot an earlier page was read at.
@@ -105,18 +136,33 @@ async fn snapshot(
     req: &CachedRequest,
     from: &ListFrom,
     prefix: &str,
-) -> Result<(Vec<Arc<View>>, u64, String), Status> {
+) -> Result<(Objects, u64, String), Status> {
     let store = cache.store(req.served.kind);
     match from {
         ListFrom::Continue(token) if token.rv < 0 => {
             // A token from a 410: continue on the current state (inconsistent, as the apiserver warns).
             let (objects, rv) = store.snapshot(prefix);
-            Ok((objects, rv, format!("{prefix}{}", token.start)))
+            Ok((
+                Objects::Read(objects),
+                rv,
+                format!("{prefix}{}", token.start),
+            ))
         }
         ListFrom::Continue(token) => {
             let rv = token.rv as u64;
+            if let Some(objects) = store.pinned(rv, prefix) {
+                return Ok((
+                    Objects::Pinned(objects),
+                    rv,
+                    format!("{prefix}{}", token.start),
+                ));
+            }
             match store.snapshot_at(rv, prefix) {
-                Ok(objects) => Ok((objects, rv, format!("{prefix}{}", token.start))),
+                Ok(objects) => Ok((
+                    Objects::Read(objects),
+                    rv,
+                    format!("{prefix}{}", token.start),
+                )),
                 Err(_) => Err(expired_continue(&token.start)),
             }
         }
@@ -127,10 +173,10 @@ async fn snapshot(
             }
             if !matches!(from, ListFrom::Exact(_)) {
                 let (objects, rv) = store.snapshot(prefix);
-                return Ok((objects, rv, String::new()));
+                return Ok((Objects::Read(objects), rv, String::new()));
             }
             match store.snapshot_at(rv, prefix) {
-                Ok(objects) => Ok((objects, rv, String::new())),
+                Ok(objects) => Ok((Objects::Read(objects), rv, String::new())),
                 Err(_) => Err(Status::expired(
                     "The resourceVersion for the provided list is too old.",
                 )),
@@ -138,7 +184,7 @@ async fn snapshot(
         }
         ListFrom::Latest => {
             let (objects, rv) = store.snapshot(prefix);
-            Ok((objects, rv, String::new()))
+            Ok((Objects::Read(objects), rv, String::new()))
         }
     }
 }
