@@ -151,7 +151,8 @@ settle() {
         [[ -z $report || $SECONDS -ge $deadline ]] && break
         sleep 5
     done
-    { echo "== $name: $(grep -c LOST <<<"$report" || true) lost"; [[ -n $report ]] && echo "$report"; } >>"$OUT/checks"
+    echo "== $name: $(grep -c LOST <<<"$report" || true) lost" >>"$OUT/checks"
+    if [[ -n $report ]]; then echo "$report" >>"$OUT/checks"; fi
 }
 : >"$OUT/checks"
 for g in $(seq 0 39); do echo "group $g: $(expected "$g" | wc -w) beijing endpoints" >>"$OUT/checks"; done
