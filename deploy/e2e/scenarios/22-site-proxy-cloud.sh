@@ -9,7 +9,7 @@
 # beijing's site proxy for every read, and a node proxy holding it never
 # serves.
 # shellcheck shell=bash
-CLOUD_PORT=25241 CLOUD_OPS=25242 NODE_PORT=25243 GZ_NODE_PORT=25244
+CLOUD_PORT=25271 CLOUD_OPS=25272 NODE_PORT=25273 GZ_NODE_PORT=25274
 PKI=$SITEGRID_E2E_RUN/site-proxy-cloud-certs
 BEIJING="10.0.0.70:8080 10.0.1.72:8080"
 PLAIN="10.0.0.81:8080 10.0.1.33:8080"
@@ -43,7 +43,8 @@ EOF
     --bind-address "127.0.0.1:$CLOUD_PORT" --metrics-bind-address "127.0.0.1:$CLOUD_OPS" \
     --cert-file "$PKI/server.crt" --key-file "$PKI/server.key" --ca-file "$PKI/ca.crt" --data-dir= \
     >>"$SITEGRID_E2E_LOGS/proxy-cloud-beijing.log" 2>&1 &
-track $!
+CLOUD_PID=$!
+track $CLOUD_PID
 retry 30 curl -sf "http://127.0.0.1:$CLOUD_OPS/readyz" || fail "beijing's cloud site proxy is not ready"
 
 # Each site's certificate against beijing's site proxy: beijing reads, guangzhou is refused.
@@ -95,11 +96,17 @@ expect_within 10 "bj-1 after they left" "$BEIJING" dnat_targets sg-bj-1 serviceg
 "$SITEGRID_PROXY_BIN" --kubeconfig "$PKI/gz-2.kubeconfig" --hostname gz-2 \
     --bind-address "127.0.0.1:$GZ_NODE_PORT" --data-dir "$SITEGRID_E2E_RUN/proxy-data/gz-2-cloud" \
     >>"$SITEGRID_E2E_LOGS/proxy-gz-2-cloud.log" 2>&1 &
-track $!
+GZ_PID=$!
+track $GZ_PID
 sleep 5
 curl -sf -o /dev/null "http://127.0.0.1:$GZ_NODE_PORT/api/v1/services?limit=1" &&
     fail "a node proxy with guangzhou's certificate serves beijing's view"
 grep -q 403 "$SITEGRID_E2E_LOGS/proxy-gz-2-cloud.log" || fail "gz-2's node proxy does not log the 403 (see proxy-gz-2-cloud.log)"
 
+# Everything this scenario started goes, ports included (later scenarios
+# choose their own, but nothing of this one should outlive it).
 stop_node bj-1
+stop_pid "$(listener_pid $NODE_PORT)"
+stop_pid $GZ_PID
+stop_pid $CLOUD_PID
 kubectl delete clusterrolebinding sitegrid-e2e-node-proxies >/dev/null

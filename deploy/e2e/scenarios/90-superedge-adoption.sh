@@ -9,7 +9,7 @@
 # the field, and left running until it is annotated to roll.
 # shellcheck shell=bash
 NS=superedge
-PORT=18091
+PORT=18111
 OBJECTS=$SITEGRID_E2E_ROOT/deploy/e2e/superedge-objects.py
 export PODS_NAMESPACE=$NS
 
@@ -143,3 +143,4 @@ expect_within 30 "guangzhou's condition after the roll (none: the site is reconc
 expect_within 30 "deploymentgrid status" "2/2" kubectl -n $NS get dg deploymentgrid-demo -o jsonpath='{.status.readySites}/{.status.sites}'
 
 kubectl delete namespace $NS --wait=false >/dev/null
+stop_tracked_controllers
