@@ -208,6 +208,13 @@ fn adoption_refused<C: GridKind + Workload>(
     desired: &C,
     site: &SiteName,
 ) -> Option<SiteFailure> {
+    // The usual case, a child sitegrid applied before, needs no JSON copies.
+    if live
+        .annotations()
+        .contains_key(crate::drift::APPLIED_HASH_ANNOTATION)
+    {
+        return None;
+    }
     let live_json = serde_json::to_value(live).ok()?;
     let mut desired_json = serde_json::to_value(desired).ok()?;
     crate::drift::fill_port_protocols(&mut desired_json);
