@@ -441,12 +441,16 @@ impl Writer {
 
     /// Queues the new served state of one object (None: gone) if it differs
     /// from what is served now, taking the next resourceVersion.
-    fn emit(&mut self, kind: ResourceKind, key: &str, value: Option<Value>, batch: &mut Batch) {
-        let store = self.cache.store(kind);
-        let current = match pending(&batch.changes[kind], key) {
+    /// The view of `key` served once `batch` is committed.
+    fn current(&self, kind: ResourceKind, key: &str, batch: &Batch) -> Option<Arc<View>> {
+        match pending(&batch.changes[kind], key) {
             Some(in_batch) => in_batch,
-            None => store.get(key),
-        };
+            None => self.cache.store(kind).get(key),
+        }
+    }
+
+    fn emit(&mut self, kind: ResourceKind, key: &str, value: Option<Value>, batch: &mut Batch) {
+        let current = self.current(kind, key, batch);
         let change = match (value, current) {
             (Some(Value::Object(map)), current) => {
                 let view = View::new(self.cache.codec(), kind, &map, self.next_rv);

@@ -37,16 +37,23 @@ impl Writer {
             };
             let keys = keys.map(|k| self.shared_keys(k));
             let before = self.services.set_keys(key, keys.clone());
-            if before != keys {
+            // A Service made (again) projects its endpoints, which may still
+            // hold the views the deleted one left them (below).
+            let made = self.current(ResourceKind::Services, key, batch).is_none();
+            if before != keys || made {
                 affected.push(key.clone());
             }
             let view = self.upstream_value(ResourceKind::Services, key, once.as_deref());
             self.emit(ResourceKind::Services, key, view, batch);
         }
+        // A deleted Service's Endpoints and EndpointSlices keep the views
+        // they have: its keys stay with its slices until the last one goes
+        // ([`ServiceLinks::service_deleted`]). No client routes a Service
+        // that is gone, and the controllers delete its endpoints next;
+        // projecting them unfiltered in between would send every endpoint of
+        // every site to every node once, then again in their DELETED events.
         for (key, _) in deleted {
-            if self.services.set_keys(key, None).is_some() {
-                affected.push(key.clone());
-            }
+            self.services.service_deleted(key);
             self.emit(ResourceKind::Services, key, None, batch);
         }
         self.publish_keys();
@@ -360,6 +367,9 @@ pub(super) struct ServiceLinks(BTreeMap<Arc<str>, Links>);
 struct Links {
     keys: Option<TopologyKeys>,
     slices: Box<[Box<str>]>,
+    /// The Service is gone; `keys` are the last it had, kept for its
+    /// remaining slices.
+    deleted: bool,
 }
 
 impl ServiceLinks {
@@ -373,20 +383,35 @@ impl ServiceLinks {
         self.0.values().filter_map(|l| l.keys.as_ref())
     }
 
-    /// Sets (or clears) the topology keys of `service`; returns the previous ones.
+    /// Sets (or clears) the topology keys of `service`, which exists;
+    /// returns the previous ones (a deleted Service's kept ones included).
     pub(super) fn set_keys(
         &mut self,
         service: &str,
         keys: Option<TopologyKeys>,
     ) -> Option<TopologyKeys> {
         match keys {
-            Some(keys) => self.entry(service).keys.replace(keys),
+            Some(keys) => {
+                let links = self.entry(service);
+                links.deleted = false;
+                links.keys.replace(keys)
+            }
             None => {
                 let links = self.0.get_mut(service)?;
+                links.deleted = false;
                 let before = links.keys.take();
                 self.forget_if_empty(service);
                 before
             }
+        }
+    }
+
+    /// `service` is gone: its keys stay while any of its slices remains (so
+    /// their views stay as they are), and go with the last one.
+    pub(super) fn service_deleted(&mut self, service: &str) {
+        if let Some(links) = self.0.get_mut(service) {
+            links.deleted = true;
+            self.forget_if_empty(service);
         }
     }
 
@@ -447,7 +472,7 @@ impl ServiceLinks {
         if self
             .0
             .get(service)
-            .is_some_and(|l| l.keys.is_none() && l.slices.is_empty())
+            .is_some_and(|l| (l.keys.is_none() || l.deleted) && l.slices.is_empty())
         {
             self.0.remove(service);
         }
@@ -515,5 +540,33 @@ mod service_links_tests {
         assert_eq!(links.keys("ns/b"), Some(&keys("zone")));
         assert_eq!(links.set_keys("ns/c", None), None);
         assert_eq!(links.0.len(), 1);
+    }
+
+    #[test]
+    fn a_deleted_services_keys_stay_with_its_slices_and_go_with_the_last() {
+        let mut links = ServiceLinks::default();
+        links.set_keys("ns/a", Some(keys("zone")));
+        links.link("ns/a", "ns/a-1");
+        links.link("ns/a", "ns/a-2");
+        links.service_deleted("ns/a");
+        assert_eq!(links.keys("ns/a"), Some(&keys("zone")));
+        links.unlink("ns/a", "ns/a-1");
+        assert_eq!(links.keys("ns/a"), Some(&keys("zone")));
+        links.unlink("ns/a", "ns/a-2");
+        assert_eq!(links.0.len(), 0, "nothing is left of ns/a");
+        // Without slices nothing is kept.
+        links.set_keys("ns/b", Some(keys("zone")));
+        links.service_deleted("ns/b");
+        assert_eq!(links.0.len(), 0);
+        // Made again: its keys are its own again, kept after the last slice.
+        links.set_keys("ns/c", Some(keys("zone")));
+        links.link("ns/c", "ns/c-1");
+        links.service_deleted("ns/c");
+        assert_eq!(
+            links.set_keys("ns/c", Some(keys("site"))),
+            Some(keys("zone"))
+        );
+        links.unlink("ns/c", "ns/c-1");
+        assert_eq!(links.keys("ns/c"), Some(&keys("site")));
     }
 }

@@ -760,3 +760,89 @@ fn another_sites_change_is_no_event_here() {
     assert_eq!(v["metadata"]["generation"], 4);
     assert_eq!(slice_ips(&cache, &key), ["10.0.0.70"]);
 }
+
+/// A Service deleted before its endpoints (as a delete wave goes: the
+/// Service, then the garbage collector's slices, the endpoints controller's
+/// Endpoints) leaves their views as they were: no event until they go, and
+/// their DELETED events carry the site's endpoints, not every site's. A
+/// Service of the same name made again without keys unfilters them.
+#[test]
+fn a_deleted_services_endpoints_keep_their_views_until_they_go() {
+    let (cache, mut p) = writer("bj-1");
+    two_sites(&mut p);
+    let key = slice_key("servicegrid-demo-svc");
+    let before = cache.current_rv();
+    p.handle(
+        Services,
+        W::Delete(service("servicegrid-demo-svc", Some(r#"["location"]"#), 80)),
+    );
+    for kind in [Endpoints, EndpointSlices] {
+        assert!(
+            cache
+                .store(kind)
+                .subscribe(Some(before))
+                .unwrap()
+                .replay
+                .is_empty(),
+            "no {kind} event for the Service's deletion"
+        );
+    }
+    assert_eq!(slice_ips(&cache, &key), ["10.0.0.70", "10.0.1.72"]);
+    assert_eq!(
+        ips(&cache, "servicegrid-demo-svc"),
+        ["10.0.0.70", "10.0.1.72"]
+    );
+
+    // The garbage collector deletes the slice: its DELETED event is the
+    // filtered view, and nothing is kept of the Service after it.
+    let upstream = p.upstream_value(EndpointSlices, &key, None).unwrap();
+    p.handle(EndpointSlices, W::Delete(obj(upstream)));
+    let sub = cache.store(EndpointSlices).subscribe(Some(before)).unwrap();
+    assert_eq!(sub.replay.len(), 1);
+    assert_eq!(sub.replay[0].event_type, EventType::Deleted);
+    let gone = sub.replay[0].object.native_body_value();
+    let addrs: Vec<_> = gone["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["addresses"][0].clone())
+        .collect();
+    assert_eq!(addrs, [json!("10.0.0.70"), json!("10.0.1.72")]);
+    assert_eq!(p.services.keys("default/servicegrid-demo-svc"), None);
+
+    // Made again without keys while its Endpoints remain: every site's.
+    p.handle(
+        Services,
+        W::Apply(service("servicegrid-demo-svc", None, 82)),
+    );
+    assert_eq!(
+        ips(&cache, "servicegrid-demo-svc"),
+        ["10.0.0.139", "10.0.0.70", "10.0.1.72", "10.0.1.8"]
+    );
+}
+
+/// Deleted, then made again while its slice remains: with other keys the
+/// slice is projected anew; without any, unfiltered.
+#[test]
+fn a_service_made_again_before_its_slices_went_reprojects_them() {
+    let (cache, mut p) = writer("bj-1");
+    two_sites(&mut p);
+    let key = slice_key("servicegrid-demo-svc");
+    p.handle(
+        Services,
+        W::Delete(service("servicegrid-demo-svc", Some(r#"["location"]"#), 80)),
+    );
+    p.handle(
+        Services,
+        W::Apply(service("servicegrid-demo-svc", None, 81)),
+    );
+    assert_eq!(
+        slice_ips(&cache, &key),
+        ["10.0.0.70", "10.0.1.72", "10.0.0.139", "10.0.1.8"]
+    );
+    p.handle(
+        Services,
+        W::Apply(service("servicegrid-demo-svc", Some(r#"["location"]"#), 82)),
+    );
+    assert_eq!(slice_ips(&cache, &key), ["10.0.0.70", "10.0.1.72"]);
+}
