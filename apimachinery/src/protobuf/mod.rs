@@ -12,6 +12,7 @@ mod core;
 mod discovery;
 mod meta;
 mod networking;
+pub mod to_json;
 
 use std::collections::BTreeMap;
 

@@ -1,0 +1,777 @@
+//! The other way: kube-apiserver's protobuf answers for Services, Endpoints
+//! and EndpointSlices (`v1`, `v1beta1`), and `Status`, as the JSON it
+//! would have sent for the same request. A client that lists and watches
+//! in JSON can ask for protobuf, which is about half the bytes on the wire,
+//! and read what it always read.
+//!
+//! Fields are written as Go's `encoding/json` writes them from the same Go
+//! value, in its order: an `omitempty` field only when it is not empty, a
+//! pointer when set, a struct always (`"creationTimestamp": null` for the
+//! zero time), a list without `omitempty` as `null` when empty.
+//!
+//! **Completeness.** prost drops the fields a message does not know, which
+//! are the fields of API versions newer than k8s-pb's (or older ones it no
+//! longer has: 1.20's `spec.topologyKeys`). Rather than lose them silently,
+//! every message is re-measured: Go writes each field of a message it was
+//! given, and prost writes the same bytes for the fields it kept but for map
+//! entries, whose empty key or value Go writes and prost leaves out (2 bytes
+//! each, counted while converting). A message whose bytes are not all
+//! accounted for is [`DecodeError::Incomplete`]: the caller reads that
+//! resource in JSON instead.
+
+use bytes::Buf;
+use k8s_pb::api::core::v1 as core;
+use k8s_pb::api::discovery::{v1 as disc_v1, v1beta1 as disc_v1beta1};
+use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+use prost::Message;
+use serde_json::{Map, Value};
+
+use super::MAGIC;
+
+/// Why a protobuf answer could not be read as JSON.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Not a Kubernetes protobuf object (no `k8s\0` magic).
+    #[error("not a Kubernetes protobuf object")]
+    NoMagic,
+    /// The bytes do not decode as the message they claim to be.
+    #[error("malformed protobuf: {0}")]
+    Malformed(#[from] prost::DecodeError),
+    /// A watch frame shorter than its length prefix, or with bytes after it.
+    #[error("a watch frame of {0} bytes does not hold its event")]
+    Frame(usize),
+    /// A kind (or list kind) this reader does not convert.
+    #[error("{api_version} {kind} is not a kind read from protobuf here")]
+    UnknownKind {
+        /// The envelope's `apiVersion`.
+        api_version: String,
+        /// The envelope's `kind`.
+        kind: String,
+    },
+    /// The message has fields k8s-pb's messages do not know.
+    #[error("{0} has fields this build's protobuf messages have no place for ({1} bytes unread)")]
+    Incomplete(String, usize),
+}
+
+/// A whole protobuf answer (`k8s\0` + envelope: an object, a list, or a
+/// `Status`) as JSON bytes.
+pub fn answer(wire: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    Ok(serde_json::to_vec(&answer_value(wire)?).unwrap_or_default())
+}
+
+/// One event of a protobuf watch stream (the bytes after its 4-byte length)
+/// as the JSON line a JSON watch sends (without its newline).
+pub fn watch_event(frame: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    let event = meta::WatchEvent::decode(frame)?;
+    let raw = event.object.and_then(|o| o.raw).unwrap_or_default();
+    let mut out = Map::new();
+    out.insert(
+        "type".into(),
+        Value::String(event.r#type.unwrap_or_default()),
+    );
+    out.insert("object".into(), answer_value(&raw)?);
+    Ok(serde_json::to_vec(&Value::Object(out)).unwrap_or_default())
+}
+
+/// Splits the next watch event off `buf` (a 4-byte big-endian length, then
+/// the event), if all of it is there.
+pub fn next_watch_frame(buf: &mut bytes::BytesMut) -> Option<bytes::Bytes> {
+    if buf.len() < 4 {
+        return None;
+    }
+    let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+    if buf.len() < 4 + len {
+        return None;
+    }
+    buf.advance(4);
+    Some(buf.split_to(len).freeze())
+}
+
+fn answer_value(wire: &[u8]) -> Result<Value, DecodeError> {
+    let body = wire.strip_prefix(MAGIC).ok_or(DecodeError::NoMagic)?;
+    let unknown = Unknown::decode(body)?;
+    let TypeMeta { api_version, kind } = unknown.type_meta.unwrap_or_default();
+    let (api_version, kind) = (api_version.unwrap_or_default(), kind.unwrap_or_default());
+    let raw = unknown.raw.unwrap_or_default();
+    let mut out = Map::new();
+    out.insert("kind".into(), Value::String(kind.clone()));
+    out.insert("apiVersion".into(), Value::String(api_version.clone()));
+    let mut gap = Gap::default();
+    let fields = match (api_version.as_str(), kind.as_str()) {
+        ("v1", "Service") => service(gap.read(&raw)?, &mut gap),
+        ("v1", "Endpoints") => endpoints(gap.read(&raw)?, &mut gap),
+        ("discovery.k8s.io/v1", "EndpointSlice") => slice_v1(gap.read(&raw)?, &mut gap),
+        ("discovery.k8s.io/v1beta1", "EndpointSlice") => slice_v1beta1(gap.read(&raw)?, &mut gap),
+        ("v1", "Status") => status(gap.read(&raw)?),
+        ("v1", "ServiceList") => {
+            let l: core::ServiceList = gap.read(&raw)?;
+            list(l.metadata, l.items, &mut gap, service)
+        }
+        ("v1", "EndpointsList") => {
+            let l: core::EndpointsList = gap.read(&raw)?;
+            list(l.metadata, l.items, &mut gap, endpoints)
+        }
+        ("discovery.k8s.io/v1", "EndpointSliceList") => {
+            let l: disc_v1::EndpointSliceList = gap.read(&raw)?;
+            list(l.metadata, l.items, &mut gap, slice_v1)
+        }
+        ("discovery.k8s.io/v1beta1", "EndpointSliceList") => {
+            let l: disc_v1beta1::EndpointSliceList = gap.read(&raw)?;
+            list(l.metadata, l.items, &mut gap, slice_v1beta1)
+        }
+        _ => return Err(DecodeError::UnknownKind { api_version, kind }),
+    };
+    gap.removed_fields(&raw, kind.ends_with("List"));
+    gap.check(&kind)?;
+    out.extend(fields);
+    Ok(Value::Object(out))
+}
+
+/// The bytes of a message prost did not account for (see the module doc).
+#[derive(Debug, Default)]
+struct Gap {
+    raw: usize,
+    measured: usize,
+}
+
+impl Gap {
+    fn read<M: Message + Default>(&mut self, raw: &[u8]) -> Result<M, DecodeError> {
+        let m = M::decode(raw)?;
+        self.raw = raw.len();
+        self.measured = m.encoded_len();
+        Ok(m)
+    }
+
+    /// The empty `clusterName` (field 15 of `ObjectMeta`, gone from the API
+    /// in 1.25, so from k8s-pb) that a 1.24 or older server writes in every
+    /// object's metadata: 2 bytes each, nothing lost. A non-empty one stays
+    /// unaccounted for.
+    fn removed_fields(&mut self, raw: &[u8], list: bool) {
+        let empty = |o: &ObjectShim| {
+            usize::from(
+                o.metadata
+                    .as_ref()
+                    .is_some_and(|m| m.cluster_name.as_deref() == Some("")),
+            )
+        };
+        let count = if list {
+            ListShim::decode(raw).map_or(0, |l| l.items.iter().map(empty).sum())
+        } else {
+            ObjectShim::decode(raw).map_or(0, |o| empty(&o))
+        };
+        self.measured += 2 * count;
+    }
+
+    /// A map's entries: each empty key or value is 2 bytes Go wrote.
+    fn map(&mut self, m: &std::collections::BTreeMap<String, String>) {
+        self.measured += 2 * m
+            .iter()
+            .map(|(k, v)| usize::from(k.is_empty()) + usize::from(v.is_empty()))
+            .sum::<usize>();
+    }
+
+    fn check(&self, kind: &str) -> Result<(), DecodeError> {
+        if self.measured == self.raw {
+            Ok(())
+        } else {
+            Err(DecodeError::Incomplete(
+                kind.to_owned(),
+                self.raw.abs_diff(self.measured),
+            ))
+        }
+    }
+}
+
+/// The field of `ObjectMeta` k8s-pb no longer has.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RemovedMeta {
+    #[prost(string, optional, tag = "15")]
+    cluster_name: Option<String>,
+}
+
+/// Any object of the kinds read here: its metadata is field 1.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ObjectShim {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<RemovedMeta>,
+}
+
+/// Any list: its items are field 2.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ListShim {
+    #[prost(message, repeated, tag = "2")]
+    items: Vec<ObjectShim>,
+}
+
+fn list<T>(
+    metadata: Option<meta::ListMeta>,
+    items: Vec<T>,
+    gap: &mut Gap,
+    item: fn(T, &mut Gap) -> Map<String, Value>,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert(
+        "metadata".into(),
+        obj(list_meta(metadata.unwrap_or_default())),
+    );
+    out.insert(
+        "items".into(),
+        Value::Array(items.into_iter().map(|i| obj(item(i, gap))).collect()),
+    );
+    out
+}
+
+fn obj(m: Map<String, Value>) -> Value {
+    Value::Object(m)
+}
+
+/// Writes `v` under `k` unless it is empty (`omitempty` on a string).
+fn put_str(m: &mut Map<String, Value>, k: &str, v: Option<String>) {
+    if let Some(v) = v.filter(|v| !v.is_empty()) {
+        m.insert(k.into(), Value::String(v));
+    }
+}
+
+/// Writes a pointer field when set.
+fn put_opt<T: Into<Value>>(m: &mut Map<String, Value>, k: &str, v: Option<T>) {
+    if let Some(v) = v {
+        m.insert(k.into(), v.into());
+    }
+}
+
+/// Writes a number unless it is zero (`omitempty`).
+fn put_num<T: Into<Value> + Default + PartialEq>(
+    m: &mut Map<String, Value>,
+    k: &str,
+    v: Option<T>,
+) {
+    if let Some(v) = v.filter(|v| *v != T::default()) {
+        m.insert(k.into(), v.into());
+    }
+}
+
+/// Writes a list unless it is empty (`omitempty`).
+fn put_list(m: &mut Map<String, Value>, k: &str, v: Vec<Value>) {
+    if !v.is_empty() {
+        m.insert(k.into(), Value::Array(v));
+    }
+}
+
+fn strings(v: Vec<String>) -> Vec<Value> {
+    v.into_iter().map(Value::String).collect()
+}
+
+/// Writes a string map unless it is empty (`omitempty`).
+fn put_map(
+    m: &mut Map<String, Value>,
+    k: &str,
+    v: std::collections::BTreeMap<String, String>,
+    gap: &mut Gap,
+) {
+    gap.map(&v);
+    if !v.is_empty() {
+        m.insert(
+            k.into(),
+            Value::Object(v.into_iter().map(|(k, v)| (k, Value::String(v))).collect()),
+        );
+    }
+}
+
+/// A `metav1.Time` as Go writes it: RFC 3339 in UTC, whole seconds; the
+/// zero time (or none) as `null`.
+fn time(t: Option<meta::Time>) -> Value {
+    let secs = t.as_ref().and_then(|t| t.seconds).unwrap_or_default();
+    // Go's zero time is year 1; seconds before 1970 never occur in the API.
+    if secs <= 0 {
+        return Value::Null;
+    }
+    match jiff::Timestamp::from_second(secs) {
+        Ok(ts) => Value::String(ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+        Err(_) => Value::Null,
+    }
+}
+
+fn object_meta(m: Option<meta::ObjectMeta>, gap: &mut Gap) -> Value {
+    let m = m.unwrap_or_default();
+    let mut out = Map::new();
+    put_str(&mut out, "name", m.name);
+    put_str(&mut out, "generateName", m.generate_name);
+    put_str(&mut out, "namespace", m.namespace);
+    put_str(&mut out, "selfLink", m.self_link);
+    put_str(&mut out, "uid", m.uid);
+    put_str(&mut out, "resourceVersion", m.resource_version);
+    put_num(&mut out, "generation", m.generation);
+    out.insert("creationTimestamp".into(), time(m.creation_timestamp));
+    if m.deletion_timestamp.is_some() {
+        out.insert("deletionTimestamp".into(), time(m.deletion_timestamp));
+    }
+    put_opt(
+        &mut out,
+        "deletionGracePeriodSeconds",
+        m.deletion_grace_period_seconds,
+    );
+    put_map(&mut out, "labels", m.labels, gap);
+    put_map(&mut out, "annotations", m.annotations, gap);
+    put_list(
+        &mut out,
+        "ownerReferences",
+        m.owner_references
+            .into_iter()
+            .map(|o| {
+                let mut r = Map::new();
+                r.insert(
+                    "apiVersion".into(),
+                    o.api_version.unwrap_or_default().into(),
+                );
+                r.insert("kind".into(), o.kind.unwrap_or_default().into());
+                r.insert("name".into(), o.name.unwrap_or_default().into());
+                r.insert("uid".into(), o.uid.unwrap_or_default().into());
+                put_opt(&mut r, "controller", o.controller);
+                put_opt(&mut r, "blockOwnerDeletion", o.block_owner_deletion);
+                obj(r)
+            })
+            .collect(),
+    );
+    put_list(&mut out, "finalizers", strings(m.finalizers));
+    put_list(
+        &mut out,
+        "managedFields",
+        m.managed_fields
+            .into_iter()
+            .map(|e| {
+                let mut r = Map::new();
+                put_str(&mut r, "manager", e.manager);
+                put_str(&mut r, "operation", e.operation);
+                put_str(&mut r, "apiVersion", e.api_version);
+                if e.time.is_some() {
+                    r.insert("time".into(), time(e.time));
+                }
+                put_str(&mut r, "fieldsType", e.fields_type);
+                if let Some(f) = e.fields_v1 {
+                    // The field set is JSON the API server keeps as it got it.
+                    let raw = f.raw.unwrap_or_default();
+                    r.insert(
+                        "fieldsV1".into(),
+                        serde_json::from_slice(&raw).unwrap_or(Value::Object(Map::new())),
+                    );
+                }
+                put_str(&mut r, "subresource", e.subresource);
+                obj(r)
+            })
+            .collect(),
+    );
+    obj(out)
+}
+
+fn list_meta(m: meta::ListMeta) -> Map<String, Value> {
+    let mut out = Map::new();
+    put_str(&mut out, "selfLink", m.self_link);
+    put_str(&mut out, "resourceVersion", m.resource_version);
+    put_str(&mut out, "continue", m.r#continue);
+    put_opt(&mut out, "remainingItemCount", m.remaining_item_count);
+    out
+}
+
+fn object_reference(r: core::ObjectReference) -> Value {
+    let mut out = Map::new();
+    put_str(&mut out, "kind", r.kind);
+    put_str(&mut out, "namespace", r.namespace);
+    put_str(&mut out, "name", r.name);
+    put_str(&mut out, "uid", r.uid);
+    put_str(&mut out, "apiVersion", r.api_version);
+    put_str(&mut out, "resourceVersion", r.resource_version);
+    put_str(&mut out, "fieldPath", r.field_path);
+    obj(out)
+}
+
+fn service(s: core::Service, gap: &mut Gap) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert("metadata".into(), object_meta(s.metadata, gap));
+    let spec = s.spec.unwrap_or_default();
+    let mut sp = Map::new();
+    put_list(
+        &mut sp,
+        "ports",
+        spec.ports
+            .into_iter()
+            .map(|p| {
+                let mut r = Map::new();
+                put_str(&mut r, "name", p.name);
+                put_str(&mut r, "protocol", p.protocol);
+                put_opt(&mut r, "appProtocol", p.app_protocol);
+                r.insert("port".into(), p.port.unwrap_or_default().into());
+                let t = p.target_port.unwrap_or_default();
+                r.insert(
+                    "targetPort".into(),
+                    if t.r#type == Some(1) {
+                        t.str_val.unwrap_or_default().into()
+                    } else {
+                        t.int_val.unwrap_or_default().into()
+                    },
+                );
+                put_num(&mut r, "nodePort", p.node_port);
+                obj(r)
+            })
+            .collect(),
+    );
+    put_map(&mut sp, "selector", spec.selector, gap);
+    put_str(&mut sp, "clusterIP", spec.cluster_ip);
+    put_list(&mut sp, "clusterIPs", strings(spec.cluster_ips));
+    put_str(&mut sp, "type", spec.r#type);
+    put_list(&mut sp, "externalIPs", strings(spec.external_ips));
+    put_str(&mut sp, "sessionAffinity", spec.session_affinity);
+    put_str(&mut sp, "loadBalancerIP", spec.load_balancer_ip);
+    put_list(
+        &mut sp,
+        "loadBalancerSourceRanges",
+        strings(spec.load_balancer_source_ranges),
+    );
+    put_str(&mut sp, "externalName", spec.external_name);
+    put_str(
+        &mut sp,
+        "externalTrafficPolicy",
+        spec.external_traffic_policy,
+    );
+    put_num(&mut sp, "healthCheckNodePort", spec.health_check_node_port);
+    if spec.publish_not_ready_addresses == Some(true) {
+        sp.insert("publishNotReadyAddresses".into(), true.into());
+    }
+    if let Some(c) = spec.session_affinity_config {
+        let mut r = Map::new();
+        if let Some(ip) = c.client_ip {
+            let mut i = Map::new();
+            put_opt(&mut i, "timeoutSeconds", ip.timeout_seconds);
+            r.insert("clientIP".into(), obj(i));
+        }
+        sp.insert("sessionAffinityConfig".into(), obj(r));
+    }
+    put_list(&mut sp, "ipFamilies", strings(spec.ip_families));
+    put_opt(&mut sp, "ipFamilyPolicy", spec.ip_family_policy);
+    put_opt(
+        &mut sp,
+        "allocateLoadBalancerNodePorts",
+        spec.allocate_load_balancer_node_ports,
+    );
+    put_opt(&mut sp, "loadBalancerClass", spec.load_balancer_class);
+    put_opt(
+        &mut sp,
+        "internalTrafficPolicy",
+        spec.internal_traffic_policy,
+    );
+    put_opt(&mut sp, "trafficDistribution", spec.traffic_distribution);
+    out.insert("spec".into(), obj(sp));
+    let status = s.status.unwrap_or_default();
+    let mut st = Map::new();
+    let mut lb = Map::new();
+    put_list(
+        &mut lb,
+        "ingress",
+        status
+            .load_balancer
+            .unwrap_or_default()
+            .ingress
+            .into_iter()
+            .map(|i| {
+                let mut r = Map::new();
+                put_str(&mut r, "ip", i.ip);
+                put_str(&mut r, "hostname", i.hostname);
+                put_opt(&mut r, "ipMode", i.ip_mode);
+                put_list(
+                    &mut r,
+                    "ports",
+                    i.ports
+                        .into_iter()
+                        .map(|p| {
+                            let mut q = Map::new();
+                            q.insert("port".into(), p.port.unwrap_or_default().into());
+                            q.insert("protocol".into(), p.protocol.unwrap_or_default().into());
+                            put_opt(&mut q, "error", p.error);
+                            obj(q)
+                        })
+                        .collect(),
+                );
+                obj(r)
+            })
+            .collect(),
+    );
+    st.insert("loadBalancer".into(), obj(lb));
+    put_list(
+        &mut st,
+        "conditions",
+        status
+            .conditions
+            .into_iter()
+            .map(|c| {
+                let mut r = Map::new();
+                r.insert("type".into(), c.r#type.unwrap_or_default().into());
+                r.insert("status".into(), c.status.unwrap_or_default().into());
+                put_num(&mut r, "observedGeneration", c.observed_generation);
+                r.insert("lastTransitionTime".into(), time(c.last_transition_time));
+                r.insert("reason".into(), c.reason.unwrap_or_default().into());
+                r.insert("message".into(), c.message.unwrap_or_default().into());
+                obj(r)
+            })
+            .collect(),
+    );
+    out.insert("status".into(), obj(st));
+    out
+}
+
+fn endpoints(e: core::Endpoints, gap: &mut Gap) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert("metadata".into(), object_meta(e.metadata, gap));
+    let addresses = |list: Vec<core::EndpointAddress>| -> Vec<Value> {
+        list.into_iter()
+            .map(|a| {
+                let mut r = Map::new();
+                r.insert("ip".into(), a.ip.unwrap_or_default().into());
+                put_str(&mut r, "hostname", a.hostname);
+                put_opt(&mut r, "nodeName", a.node_name);
+                if let Some(t) = a.target_ref {
+                    r.insert("targetRef".into(), object_reference(t));
+                }
+                obj(r)
+            })
+            .collect()
+    };
+    put_list(
+        &mut out,
+        "subsets",
+        e.subsets
+            .into_iter()
+            .map(|s| {
+                let mut r = Map::new();
+                put_list(&mut r, "addresses", addresses(s.addresses));
+                put_list(
+                    &mut r,
+                    "notReadyAddresses",
+                    addresses(s.not_ready_addresses),
+                );
+                put_list(
+                    &mut r,
+                    "ports",
+                    s.ports
+                        .into_iter()
+                        .map(|p| {
+                            let mut q = Map::new();
+                            put_str(&mut q, "name", p.name);
+                            q.insert("port".into(), p.port.unwrap_or_default().into());
+                            put_str(&mut q, "protocol", p.protocol);
+                            put_opt(&mut q, "appProtocol", p.app_protocol);
+                            obj(q)
+                        })
+                        .collect(),
+                );
+                obj(r)
+            })
+            .collect(),
+    );
+    out
+}
+
+/// A list Go writes as `null` when empty (no `omitempty`).
+fn list_or_null(v: Vec<Value>) -> Value {
+    if v.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(v)
+    }
+}
+
+/// The parts both EndpointSlice versions share, each endpoint's own
+/// topology written by `topology`.
+struct SliceParts<E, P> {
+    metadata: Option<meta::ObjectMeta>,
+    address_type: Option<String>,
+    endpoints: Vec<E>,
+    ports: Vec<P>,
+}
+
+/// The fields of an endpoint both versions have, in Go's order up to the
+/// topology, which `rest` writes.
+#[allow(clippy::too_many_arguments)]
+fn slice_endpoint(
+    addresses: Vec<String>,
+    ready: Option<bool>,
+    serving: Option<bool>,
+    terminating: Option<bool>,
+    hostname: Option<String>,
+    target_ref: Option<core::ObjectReference>,
+    rest: impl FnOnce(&mut Map<String, Value>),
+) -> Value {
+    let mut r = Map::new();
+    r.insert("addresses".into(), list_or_null(strings(addresses)));
+    let mut c = Map::new();
+    put_opt(&mut c, "ready", ready);
+    put_opt(&mut c, "serving", serving);
+    put_opt(&mut c, "terminating", terminating);
+    r.insert("conditions".into(), obj(c));
+    put_opt(&mut r, "hostname", hostname);
+    if let Some(t) = target_ref {
+        r.insert("targetRef".into(), object_reference(t));
+    }
+    rest(&mut r);
+    obj(r)
+}
+
+fn hints(for_zones: Vec<Option<String>>, for_nodes: Vec<Option<String>>) -> Value {
+    let named = |names: Vec<Option<String>>| -> Vec<Value> {
+        names
+            .into_iter()
+            .map(|n| {
+                let mut r = Map::new();
+                r.insert("name".into(), n.unwrap_or_default().into());
+                obj(r)
+            })
+            .collect()
+    };
+    let mut h = Map::new();
+    put_list(&mut h, "forZones", named(for_zones));
+    put_list(&mut h, "forNodes", named(for_nodes));
+    obj(h)
+}
+
+fn slice<E, P>(
+    s: SliceParts<E, P>,
+    gap: &mut Gap,
+    endpoint: impl Fn(E, &mut Gap) -> Value,
+    port: impl Fn(P) -> (Option<String>, Option<String>, Option<i32>, Option<String>),
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert("metadata".into(), object_meta(s.metadata, gap));
+    out.insert(
+        "addressType".into(),
+        s.address_type.unwrap_or_default().into(),
+    );
+    let endpoints = s.endpoints.into_iter().map(|e| endpoint(e, gap)).collect();
+    out.insert("endpoints".into(), list_or_null(endpoints));
+    let ports = s
+        .ports
+        .into_iter()
+        .map(|p| {
+            let (name, protocol, number, app_protocol) = port(p);
+            let mut r = Map::new();
+            put_opt(&mut r, "name", name);
+            put_opt(&mut r, "protocol", protocol);
+            put_opt(&mut r, "port", number);
+            put_opt(&mut r, "appProtocol", app_protocol);
+            obj(r)
+        })
+        .collect();
+    out.insert("ports".into(), list_or_null(ports));
+    out
+}
+
+fn slice_v1(s: disc_v1::EndpointSlice, gap: &mut Gap) -> Map<String, Value> {
+    let parts = SliceParts {
+        metadata: s.metadata,
+        address_type: s.address_type,
+        endpoints: s.endpoints,
+        ports: s.ports,
+    };
+    slice(
+        parts,
+        gap,
+        |e, gap| {
+            let c = e.conditions.unwrap_or_default();
+            slice_endpoint(
+                e.addresses,
+                c.ready,
+                c.serving,
+                c.terminating,
+                e.hostname,
+                e.target_ref,
+                |r| {
+                    put_map(r, "deprecatedTopology", e.deprecated_topology, gap);
+                    put_opt(r, "nodeName", e.node_name);
+                    put_opt(r, "zone", e.zone);
+                    if let Some(h) = e.hints {
+                        r.insert(
+                            "hints".into(),
+                            hints(
+                                h.for_zones.into_iter().map(|z| z.name).collect(),
+                                h.for_nodes.into_iter().map(|n| n.name).collect(),
+                            ),
+                        );
+                    }
+                },
+            )
+        },
+        |p| (p.name, p.protocol, p.port, p.app_protocol),
+    )
+}
+
+fn slice_v1beta1(s: disc_v1beta1::EndpointSlice, gap: &mut Gap) -> Map<String, Value> {
+    let parts = SliceParts {
+        metadata: s.metadata,
+        address_type: s.address_type,
+        endpoints: s.endpoints,
+        ports: s.ports,
+    };
+    slice(
+        parts,
+        gap,
+        |e, gap| {
+            let c = e.conditions.unwrap_or_default();
+            slice_endpoint(
+                e.addresses,
+                c.ready,
+                c.serving,
+                c.terminating,
+                e.hostname,
+                e.target_ref,
+                |r| {
+                    put_map(r, "topology", e.topology, gap);
+                    put_opt(r, "nodeName", e.node_name);
+                    if let Some(h) = e.hints {
+                        r.insert(
+                            "hints".into(),
+                            hints(
+                                h.for_zones.into_iter().map(|z| z.name).collect(),
+                                h.for_nodes.into_iter().map(|n| n.name).collect(),
+                            ),
+                        );
+                    }
+                },
+            )
+        },
+        |p| (p.name, p.protocol, p.port, p.app_protocol),
+    )
+}
+
+fn status(s: meta::Status) -> Map<String, Value> {
+    let mut out = Map::new();
+    out.insert(
+        "metadata".into(),
+        obj(list_meta(s.metadata.unwrap_or_default())),
+    );
+    put_str(&mut out, "status", s.status);
+    put_str(&mut out, "message", s.message);
+    put_str(&mut out, "reason", s.reason);
+    if let Some(d) = s.details {
+        let mut r = Map::new();
+        put_str(&mut r, "name", d.name);
+        put_str(&mut r, "group", d.group);
+        put_str(&mut r, "kind", d.kind);
+        put_str(&mut r, "uid", d.uid);
+        put_list(
+            &mut r,
+            "causes",
+            d.causes
+                .into_iter()
+                .map(|c| {
+                    let mut q = Map::new();
+                    put_str(&mut q, "reason", c.reason);
+                    put_str(&mut q, "message", c.message);
+                    put_str(&mut q, "field", c.field);
+                    obj(q)
+                })
+                .collect(),
+        );
+        put_num(&mut r, "retryAfterSeconds", d.retry_after_seconds);
+        out.insert("details".into(), obj(r));
+    }
+    put_num(&mut out, "code", s.code);
+    out
+}
