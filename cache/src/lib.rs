@@ -93,6 +93,9 @@ pub struct CacheConfig {
     pub list_timeout: Duration,
     /// Whether cached encodings are kept compressed (see [`Codec`]).
     pub compress: bool,
+    /// Whether Services, Endpoints and EndpointSlices are read from
+    /// upstream in protobuf when it offers it (turned into JSON on arrival).
+    pub upstream_protobuf: bool,
 }
 
 impl Default for CacheConfig {
@@ -105,6 +108,7 @@ impl Default for CacheConfig {
             watch_timeout: Duration::from_secs(290),
             list_timeout: Duration::from_secs(60),
             compress: true,
+            upstream_protobuf: true,
         }
     }
 }

@@ -12,7 +12,7 @@ use tower::{retry::RetryLayer, util::BoxCloneSyncService, ServiceBuilder, Servic
 
 use std::time::Duration;
 
-use super::deadline::DeadlineLayer;
+use super::{deadline::DeadlineLayer, protobuf::ProtobufLayer};
 use crate::http::{Body, BoxError};
 
 /// The upstream as a cloneable service.
@@ -65,11 +65,13 @@ fn reflector_retry() -> RetryPolicy {
 /// with a deadline of `list_deadline` on every response but a watch's, and
 /// a watch silent for `watch_idle` taken for dead ([`super::deadline`]).
 /// (kube's tracing spans and the expiry of exec-plugin client certificates
-/// are left out.)
+/// are left out.) With `protobuf`, Services and endpoints are read in
+/// protobuf ([`super::protobuf`]).
 pub fn reflector_client(
     config: &kube::Config,
     list_deadline: Duration,
     watch_idle: Duration,
+    protobuf: bool,
 ) -> Result<kube::Client, kube::Error> {
     let mut connector = TimeoutConnector::new(config.rustls_https_connector()?);
     connector.set_connect_timeout(config.connect_timeout);
@@ -85,7 +87,9 @@ pub fn reflector_client(
                 .default_retry
                 .then(|| RetryLayer::new(reflector_retry())),
         )
-        // Inside the retries: each attempt has the whole deadline.
+        // Inside the retries: each attempt has the whole deadline, and
+        // an answer that does not read is not retried as it is.
+        .layer(ProtobufLayer::new(protobuf))
         .layer(DeadlineLayer::new(list_deadline, watch_idle))
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)

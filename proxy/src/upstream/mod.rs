@@ -2,12 +2,14 @@
 //! in sync — one list/watch stream per kind ([`reflector`], run by
 //! [`sync`]) and the node membership that decides which Nodes to watch
 //! ([`membership`]) — their error accounting ([`errors`]), and the pooled
-//! client that carries passthrough requests ([`client`]).
+//! client that carries passthrough requests ([`client`]); the reflectors
+//! read Services and endpoints in protobuf ([`protobuf`]).
 
 pub mod client;
 pub mod deadline;
 pub mod errors;
 pub mod membership;
+pub mod protobuf;
 pub mod reflector;
 pub mod sync;
 

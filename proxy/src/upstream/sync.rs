@@ -72,6 +72,7 @@ impl SyncThread {
                         &config,
                         settings.list_timeout,
                         settings.watch_timeout + WATCH_IDLE_MARGIN,
+                        settings.upstream_protobuf,
                     ) {
                         Ok(client) => {
                             let _ = built_tx.send(Ok(()));
