@@ -12,12 +12,15 @@
 //! **Completeness.** prost drops the fields a message does not know, which
 //! are the fields of API versions newer than k8s-pb's (or older ones it no
 //! longer has: 1.20's `spec.topologyKeys`). Rather than lose them silently,
-//! every message is re-measured: Go writes each field of a message it was
-//! given, and prost writes the same bytes for the fields it kept but for map
-//! entries, whose empty key or value Go writes and prost leaves out (2 bytes
-//! each, counted while converting). A message whose bytes are not all
-//! accounted for is [`DecodeError::Incomplete`]: the caller reads that
-//! resource in JSON instead.
+//! every message is re-measured: re-encoded, prost writes the same bytes
+//! for the fields it kept, but for two kinds of empty string that Go
+//! writes and prost does not (a map entry's empty key or value, and the
+//! empty `clusterName` of a 1.24 or older server), which are counted by
+//! reading the bytes again for just those parts ([`Extras`]): so a message
+//! written by kube-apiserver or by another sitegrid proxy (prost) measures
+//! right. A message whose bytes are not all accounted for is
+//! [`DecodeError::Incomplete`]: the caller reads that resource in JSON
+//! instead.
 
 use bytes::Buf;
 use k8s_pb::api::core::v1 as core;
@@ -99,30 +102,31 @@ fn answer_value(wire: &[u8]) -> Result<Value, DecodeError> {
     out.insert("apiVersion".into(), Value::String(api_version.clone()));
     let mut gap = Gap::default();
     let fields = match (api_version.as_str(), kind.as_str()) {
-        ("v1", "Service") => service(gap.read(&raw)?, &mut gap),
-        ("v1", "Endpoints") => endpoints(gap.read(&raw)?, &mut gap),
-        ("discovery.k8s.io/v1", "EndpointSlice") => slice_v1(gap.read(&raw)?, &mut gap),
-        ("discovery.k8s.io/v1beta1", "EndpointSlice") => slice_v1beta1(gap.read(&raw)?, &mut gap),
-        ("v1", "Status") => status(gap.read(&raw)?),
+        ("v1", "Service") => service(gap.read::<_, ServiceShim>(&raw)?),
+        ("v1", "Endpoints") => endpoints(gap.read::<_, EndpointsShim>(&raw)?),
+        ("discovery.k8s.io/v1", "EndpointSlice") => slice_v1(gap.read::<_, SliceShim>(&raw)?),
+        ("discovery.k8s.io/v1beta1", "EndpointSlice") => {
+            slice_v1beta1(gap.read::<_, SliceShim>(&raw)?)
+        }
+        ("v1", "Status") => status(gap.read::<_, NoMaps>(&raw)?),
         ("v1", "ServiceList") => {
-            let l: core::ServiceList = gap.read(&raw)?;
-            list(l.metadata, l.items, &mut gap, service)
+            let l: core::ServiceList = gap.read::<_, ListShim<ServiceShim>>(&raw)?;
+            list(l.metadata, l.items, service)
         }
         ("v1", "EndpointsList") => {
-            let l: core::EndpointsList = gap.read(&raw)?;
-            list(l.metadata, l.items, &mut gap, endpoints)
+            let l: core::EndpointsList = gap.read::<_, ListShim<EndpointsShim>>(&raw)?;
+            list(l.metadata, l.items, endpoints)
         }
         ("discovery.k8s.io/v1", "EndpointSliceList") => {
-            let l: disc_v1::EndpointSliceList = gap.read(&raw)?;
-            list(l.metadata, l.items, &mut gap, slice_v1)
+            let l: disc_v1::EndpointSliceList = gap.read::<_, ListShim<SliceShim>>(&raw)?;
+            list(l.metadata, l.items, slice_v1)
         }
         ("discovery.k8s.io/v1beta1", "EndpointSliceList") => {
-            let l: disc_v1beta1::EndpointSliceList = gap.read(&raw)?;
-            list(l.metadata, l.items, &mut gap, slice_v1beta1)
+            let l: disc_v1beta1::EndpointSliceList = gap.read::<_, ListShim<SliceShim>>(&raw)?;
+            list(l.metadata, l.items, slice_v1beta1)
         }
         _ => return Err(DecodeError::UnknownKind { api_version, kind }),
     };
-    gap.removed_fields(&raw, kind.ends_with("List"));
     gap.check(&kind)?;
     out.extend(fields);
     Ok(Value::Object(out))
@@ -136,39 +140,14 @@ struct Gap {
 }
 
 impl Gap {
-    fn read<M: Message + Default>(&mut self, raw: &[u8]) -> Result<M, DecodeError> {
+    /// Decodes `raw` as `M`, and measures it: what prost writes of it, plus
+    /// what Go writes that prost does not, found by reading `raw` again as
+    /// `X` (the map entries and removed fields of `M`, with their presence).
+    fn read<M: Message + Default, X: Extras>(&mut self, raw: &[u8]) -> Result<M, DecodeError> {
         let m = M::decode(raw)?;
         self.raw = raw.len();
-        self.measured = m.encoded_len();
+        self.measured = m.encoded_len() + 2 * X::decode(raw).map_or(0, |x| x.empties());
         Ok(m)
-    }
-
-    /// The empty `clusterName` (field 15 of `ObjectMeta`, gone from the API
-    /// in 1.25, so from k8s-pb) that a 1.24 or older server writes in every
-    /// object's metadata: 2 bytes each, nothing lost. A non-empty one stays
-    /// unaccounted for.
-    fn removed_fields(&mut self, raw: &[u8], list: bool) {
-        let empty = |o: &ObjectShim| {
-            usize::from(
-                o.metadata
-                    .as_ref()
-                    .is_some_and(|m| m.cluster_name.as_deref() == Some("")),
-            )
-        };
-        let count = if list {
-            ListShim::decode(raw).map_or(0, |l| l.items.iter().map(empty).sum())
-        } else {
-            ObjectShim::decode(raw).map_or(0, |o| empty(&o))
-        };
-        self.measured += 2 * count;
-    }
-
-    /// A map's entries: each empty key or value is 2 bytes Go wrote.
-    fn map(&mut self, m: &std::collections::BTreeMap<String, String>) {
-        self.measured += 2 * m
-            .iter()
-            .map(|(k, v)| usize::from(k.is_empty()) + usize::from(v.is_empty()))
-            .sum::<usize>();
     }
 
     fn check(&self, kind: &str) -> Result<(), DecodeError> {
@@ -183,32 +162,143 @@ impl Gap {
     }
 }
 
-/// The field of `ObjectMeta` k8s-pb no longer has.
+/// The parts of a message Go may write and prost would not: each is an
+/// empty string written in 2 bytes (a key and a zero length). Go writes a
+/// map entry's key and value even when empty, where prost leaves an empty
+/// one out; a 1.24 or older server writes `ObjectMeta.clusterName` (field
+/// 15, gone from the API in 1.25, so from k8s-pb) empty in every object.
+/// Whether a message came from Go or from prost (another sitegrid proxy),
+/// these count what it really holds.
+trait Extras: Message + Default {
+    /// How many empty strings of these parts the bytes hold.
+    fn empties(&self) -> usize;
+}
+
+/// A map entry, its key and value present only when written.
 #[derive(Clone, PartialEq, prost::Message)]
-struct RemovedMeta {
+struct EntryShim {
+    #[prost(string, optional, tag = "1")]
+    key: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    value: Option<String>,
+}
+
+fn empty_entries(entries: &[EntryShim]) -> usize {
+    entries
+        .iter()
+        .map(|e| {
+            usize::from(e.key.as_deref() == Some("")) + usize::from(e.value.as_deref() == Some(""))
+        })
+        .sum()
+}
+
+/// `ObjectMeta`: labels, annotations and the removed `clusterName`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct MetaShim {
+    #[prost(message, repeated, tag = "11")]
+    labels: Vec<EntryShim>,
+    #[prost(message, repeated, tag = "12")]
+    annotations: Vec<EntryShim>,
     #[prost(string, optional, tag = "15")]
     cluster_name: Option<String>,
 }
 
-/// Any object of the kinds read here: its metadata is field 1.
+fn meta_empties(m: Option<&MetaShim>) -> usize {
+    m.map_or(0, |m| {
+        empty_entries(&m.labels)
+            + empty_entries(&m.annotations)
+            + usize::from(m.cluster_name.as_deref() == Some(""))
+    })
+}
+
+/// `ServiceSpec`: its selector.
 #[derive(Clone, PartialEq, prost::Message)]
-struct ObjectShim {
+struct SpecShim {
+    #[prost(message, repeated, tag = "2")]
+    selector: Vec<EntryShim>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ServiceShim {
     #[prost(message, optional, tag = "1")]
-    metadata: Option<RemovedMeta>,
+    metadata: Option<MetaShim>,
+    #[prost(message, optional, tag = "2")]
+    spec: Option<SpecShim>,
+}
+
+impl Extras for ServiceShim {
+    fn empties(&self) -> usize {
+        meta_empties(self.metadata.as_ref())
+            + self.spec.as_ref().map_or(0, |s| empty_entries(&s.selector))
+    }
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct EndpointsShim {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<MetaShim>,
+}
+
+impl Extras for EndpointsShim {
+    fn empties(&self) -> usize {
+        meta_empties(self.metadata.as_ref())
+    }
+}
+
+/// An EndpointSlice endpoint's topology map: `topology` in `v1beta1`,
+/// `deprecatedTopology` in `v1`, field 5 in both.
+#[derive(Clone, PartialEq, prost::Message)]
+struct EndpointShim {
+    #[prost(message, repeated, tag = "5")]
+    topology: Vec<EntryShim>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct SliceShim {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<MetaShim>,
+    #[prost(message, repeated, tag = "2")]
+    endpoints: Vec<EndpointShim>,
+}
+
+impl Extras for SliceShim {
+    fn empties(&self) -> usize {
+        meta_empties(self.metadata.as_ref())
+            + self
+                .endpoints
+                .iter()
+                .map(|e| empty_entries(&e.topology))
+                .sum::<usize>()
+    }
 }
 
 /// Any list: its items are field 2.
 #[derive(Clone, PartialEq, prost::Message)]
-struct ListShim {
+struct ListShim<T: Extras + Send + Sync + std::fmt::Debug> {
     #[prost(message, repeated, tag = "2")]
-    items: Vec<ObjectShim>,
+    items: Vec<T>,
+}
+
+impl<T: Extras + Send + Sync + std::fmt::Debug> Extras for ListShim<T> {
+    fn empties(&self) -> usize {
+        self.items.iter().map(Extras::empties).sum()
+    }
+}
+
+/// A message without maps (`Status`).
+#[derive(Clone, PartialEq, prost::Message)]
+struct NoMaps {}
+
+impl Extras for NoMaps {
+    fn empties(&self) -> usize {
+        0
+    }
 }
 
 fn list<T>(
     metadata: Option<meta::ListMeta>,
     items: Vec<T>,
-    gap: &mut Gap,
-    item: fn(T, &mut Gap) -> Map<String, Value>,
+    item: fn(T) -> Map<String, Value>,
 ) -> Map<String, Value> {
     let mut out = Map::new();
     out.insert(
@@ -217,7 +307,7 @@ fn list<T>(
     );
     out.insert(
         "items".into(),
-        Value::Array(items.into_iter().map(|i| obj(item(i, gap))).collect()),
+        Value::Array(items.into_iter().map(|i| obj(item(i))).collect()),
     );
     out
 }
@@ -263,13 +353,7 @@ fn strings(v: Vec<String>) -> Vec<Value> {
 }
 
 /// Writes a string map unless it is empty (`omitempty`).
-fn put_map(
-    m: &mut Map<String, Value>,
-    k: &str,
-    v: std::collections::BTreeMap<String, String>,
-    gap: &mut Gap,
-) {
-    gap.map(&v);
+fn put_map(m: &mut Map<String, Value>, k: &str, v: std::collections::BTreeMap<String, String>) {
     if !v.is_empty() {
         m.insert(
             k.into(),
@@ -292,7 +376,7 @@ fn time(t: Option<meta::Time>) -> Value {
     }
 }
 
-fn object_meta(m: Option<meta::ObjectMeta>, gap: &mut Gap) -> Value {
+fn object_meta(m: Option<meta::ObjectMeta>) -> Value {
     let m = m.unwrap_or_default();
     let mut out = Map::new();
     put_str(&mut out, "name", m.name);
@@ -311,8 +395,8 @@ fn object_meta(m: Option<meta::ObjectMeta>, gap: &mut Gap) -> Value {
         "deletionGracePeriodSeconds",
         m.deletion_grace_period_seconds,
     );
-    put_map(&mut out, "labels", m.labels, gap);
-    put_map(&mut out, "annotations", m.annotations, gap);
+    put_map(&mut out, "labels", m.labels);
+    put_map(&mut out, "annotations", m.annotations);
     put_list(
         &mut out,
         "ownerReferences",
@@ -385,9 +469,9 @@ fn object_reference(r: core::ObjectReference) -> Value {
     obj(out)
 }
 
-fn service(s: core::Service, gap: &mut Gap) -> Map<String, Value> {
+fn service(s: core::Service) -> Map<String, Value> {
     let mut out = Map::new();
-    out.insert("metadata".into(), object_meta(s.metadata, gap));
+    out.insert("metadata".into(), object_meta(s.metadata));
     let spec = s.spec.unwrap_or_default();
     let mut sp = Map::new();
     put_list(
@@ -415,7 +499,7 @@ fn service(s: core::Service, gap: &mut Gap) -> Map<String, Value> {
             })
             .collect(),
     );
-    put_map(&mut sp, "selector", spec.selector, gap);
+    put_map(&mut sp, "selector", spec.selector);
     put_str(&mut sp, "clusterIP", spec.cluster_ip);
     put_list(&mut sp, "clusterIPs", strings(spec.cluster_ips));
     put_str(&mut sp, "type", spec.r#type);
@@ -518,9 +602,9 @@ fn service(s: core::Service, gap: &mut Gap) -> Map<String, Value> {
     out
 }
 
-fn endpoints(e: core::Endpoints, gap: &mut Gap) -> Map<String, Value> {
+fn endpoints(e: core::Endpoints) -> Map<String, Value> {
     let mut out = Map::new();
-    out.insert("metadata".into(), object_meta(e.metadata, gap));
+    out.insert("metadata".into(), object_meta(e.metadata));
     let addresses = |list: Vec<core::EndpointAddress>| -> Vec<Value> {
         list.into_iter()
             .map(|a| {
@@ -634,17 +718,16 @@ fn hints(for_zones: Vec<Option<String>>, for_nodes: Vec<Option<String>>) -> Valu
 
 fn slice<E, P>(
     s: SliceParts<E, P>,
-    gap: &mut Gap,
-    endpoint: impl Fn(E, &mut Gap) -> Value,
+    endpoint: impl Fn(E) -> Value,
     port: impl Fn(P) -> (Option<String>, Option<String>, Option<i32>, Option<String>),
 ) -> Map<String, Value> {
     let mut out = Map::new();
-    out.insert("metadata".into(), object_meta(s.metadata, gap));
+    out.insert("metadata".into(), object_meta(s.metadata));
     out.insert(
         "addressType".into(),
         s.address_type.unwrap_or_default().into(),
     );
-    let endpoints = s.endpoints.into_iter().map(|e| endpoint(e, gap)).collect();
+    let endpoints = s.endpoints.into_iter().map(endpoint).collect();
     out.insert("endpoints".into(), list_or_null(endpoints));
     let ports = s
         .ports
@@ -663,82 +746,65 @@ fn slice<E, P>(
     out
 }
 
-fn slice_v1(s: disc_v1::EndpointSlice, gap: &mut Gap) -> Map<String, Value> {
-    let parts = SliceParts {
-        metadata: s.metadata,
-        address_type: s.address_type,
-        endpoints: s.endpoints,
-        ports: s.ports,
-    };
-    slice(
-        parts,
-        gap,
-        |e, gap| {
-            let c = e.conditions.unwrap_or_default();
-            slice_endpoint(
-                e.addresses,
-                c.ready,
-                c.serving,
-                c.terminating,
-                e.hostname,
-                e.target_ref,
-                |r| {
-                    put_map(r, "deprecatedTopology", e.deprecated_topology, gap);
-                    put_opt(r, "nodeName", e.node_name);
-                    put_opt(r, "zone", e.zone);
-                    if let Some(h) = e.hints {
-                        r.insert(
-                            "hints".into(),
-                            hints(
-                                h.for_zones.into_iter().map(|z| z.name).collect(),
-                                h.for_nodes.into_iter().map(|n| n.name).collect(),
-                            ),
-                        );
-                    }
+/// `slice_v1` and `slice_v1beta1`: the same shape but for the fields each
+/// endpoint writes after `targetRef` (`$extra`, with the endpoint `$e`, its
+/// JSON `$r`).
+macro_rules! slice_version {
+    ($name:ident, $m:ident, |$e:ident, $r:ident| $extra:block) => {
+        fn $name(s: $m::EndpointSlice) -> Map<String, Value> {
+            let parts = SliceParts {
+                metadata: s.metadata,
+                address_type: s.address_type,
+                endpoints: s.endpoints,
+                ports: s.ports,
+            };
+            slice(
+                parts,
+                |mut $e| {
+                    let c = $e.conditions.take().unwrap_or_default();
+                    let (addresses, hostname, target_ref) =
+                        (std::mem::take(&mut $e.addresses), $e.hostname.take(), $e.target_ref.take());
+                    slice_endpoint(
+                        addresses,
+                        c.ready,
+                        c.serving,
+                        c.terminating,
+                        hostname,
+                        target_ref,
+                        |$r| {
+                            $extra
+                            if let Some(h) = $e.hints {
+                                $r.insert(
+                                    "hints".into(),
+                                    hints(
+                                        h.for_zones.into_iter().map(|z| z.name).collect(),
+                                        h.for_nodes.into_iter().map(|n| n.name).collect(),
+                                    ),
+                                );
+                            }
+                        },
+                    )
                 },
+                |p| (p.name, p.protocol, p.port, p.app_protocol),
             )
-        },
-        |p| (p.name, p.protocol, p.port, p.app_protocol),
-    )
+        }
+    };
 }
 
-fn slice_v1beta1(s: disc_v1beta1::EndpointSlice, gap: &mut Gap) -> Map<String, Value> {
-    let parts = SliceParts {
-        metadata: s.metadata,
-        address_type: s.address_type,
-        endpoints: s.endpoints,
-        ports: s.ports,
-    };
-    slice(
-        parts,
-        gap,
-        |e, gap| {
-            let c = e.conditions.unwrap_or_default();
-            slice_endpoint(
-                e.addresses,
-                c.ready,
-                c.serving,
-                c.terminating,
-                e.hostname,
-                e.target_ref,
-                |r| {
-                    put_map(r, "topology", e.topology, gap);
-                    put_opt(r, "nodeName", e.node_name);
-                    if let Some(h) = e.hints {
-                        r.insert(
-                            "hints".into(),
-                            hints(
-                                h.for_zones.into_iter().map(|z| z.name).collect(),
-                                h.for_nodes.into_iter().map(|n| n.name).collect(),
-                            ),
-                        );
-                    }
-                },
-            )
-        },
-        |p| (p.name, p.protocol, p.port, p.app_protocol),
-    )
-}
+slice_version!(slice_v1, disc_v1, |e, r| {
+    put_map(
+        r,
+        "deprecatedTopology",
+        std::mem::take(&mut e.deprecated_topology),
+    );
+    put_opt(r, "nodeName", e.node_name.take());
+    put_opt(r, "zone", e.zone.take());
+});
+
+slice_version!(slice_v1beta1, disc_v1beta1, |e, r| {
+    put_map(r, "topology", std::mem::take(&mut e.topology));
+    put_opt(r, "nodeName", e.node_name.take());
+});
 
 fn status(s: meta::Status) -> Map<String, Value> {
     let mut out = Map::new();
