@@ -147,6 +147,8 @@ impl EncodeLabelValue for UpstreamErrorReason {
 pub struct CacheMetrics {
     counts: PerKind<[AtomicU64; 6]>,
     errors: PerKind<[AtomicU64; UpstreamErrorReason::ALL.len()]>,
+    /// 1 while the last upstream answer for the kind was protobuf.
+    protobuf: PerKind<AtomicU64>,
 }
 
 impl CacheMetrics {
@@ -191,6 +193,17 @@ impl CacheMetrics {
     /// The errors from upstream lists and watches of `kind` so far, for `reason`.
     pub fn upstream_errors(&self, kind: ResourceKind, reason: UpstreamErrorReason) -> u64 {
         self.errors[kind][reason as usize].load(Ordering::Relaxed)
+    }
+
+    /// Whether the last upstream answer (a list page or a watch) for `kind`
+    /// came in protobuf.
+    pub fn upstream_protobuf(&self, kind: ResourceKind, protobuf: bool) {
+        self.protobuf[kind].store(u64::from(protobuf), Ordering::Relaxed);
+    }
+
+    /// Whether upstream answers for `kind` come in protobuf now.
+    pub fn reads_protobuf(&self, kind: ResourceKind) -> bool {
+        self.protobuf[kind].load(Ordering::Relaxed) == 1
     }
 
     /// An upstream object not taken in: it does not decode as its kind.
@@ -261,6 +274,15 @@ impl Collector for CacheCollector {
                     .encode(errors.encode_family(&ErrorLabels { resource, reason })?)?;
             }
         }
+        per_kind(
+            &mut encoder,
+            (
+                "upstream_protobuf",
+                "1 while upstream answers for the resource come in protobuf (Services, Endpoints, EndpointSlices; see --upstream-protobuf), 0 in JSON",
+            ),
+            MetricType::Gauge,
+            |k| ConstGauge::new(i64::from(metrics.reads_protobuf(k))),
+        )?;
         let open = cache.watchers().count();
         per_kind(
             &mut encoder,

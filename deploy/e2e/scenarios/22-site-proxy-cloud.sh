@@ -77,6 +77,14 @@ for kind in services endpointslices; do
     retry 10 more_than 0 proxy_metric $CLOUD_OPS "watchers_open{resource=\"$kind\"}" ||
         fail "the cloud site proxy serves bj-1's node proxy no watch of $kind"
 done
+# Both links carry protobuf: kube-apiserver's answers to the site proxy, the
+# site proxy's to the node proxy (each read back as JSON on arrival).
+for kind in services endpointslices; do
+    expect "the cloud site proxy reads $kind from kube-apiserver in protobuf" \
+        "$(proxy_metric $CLOUD_OPS "upstream_protobuf{resource=\"$kind\"}")" 1
+    expect "bj-1's node proxy reads $kind from the site proxy in protobuf" \
+        "$(proxy_metric $NODE_PORT "upstream_protobuf{resource=\"$kind\"}")" 1
+done
 starting_events() {
     kubectl get events -n default -o name --field-selector source=kube-proxy,involvedObject.name=bj-1,reason=Starting | wc -l
 }

@@ -65,13 +65,13 @@ fn reflector_retry() -> RetryPolicy {
 /// with a deadline of `list_deadline` on every response but a watch's, and
 /// a watch silent for `watch_idle` taken for dead ([`super::deadline`]).
 /// (kube's tracing spans and the expiry of exec-plugin client certificates
-/// are left out.) With `protobuf`, Services and endpoints are read in
-/// protobuf ([`super::protobuf`]).
+/// are left out.) `protobuf` says whether Services and endpoints are read
+/// in protobuf ([`super::protobuf`]).
 pub fn reflector_client(
     config: &kube::Config,
     list_deadline: Duration,
     watch_idle: Duration,
-    protobuf: bool,
+    protobuf: ProtobufLayer,
 ) -> Result<kube::Client, kube::Error> {
     let mut connector = TimeoutConnector::new(config.rustls_https_connector()?);
     connector.set_connect_timeout(config.connect_timeout);
@@ -89,7 +89,7 @@ pub fn reflector_client(
         )
         // Inside the retries: each attempt has the whole deadline, and
         // an answer that does not read is not retried as it is.
-        .layer(ProtobufLayer::new(protobuf))
+        .layer(protobuf)
         .layer(DeadlineLayer::new(list_deadline, watch_idle))
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)

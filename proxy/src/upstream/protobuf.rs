@@ -28,6 +28,7 @@ use http::{header, HeaderValue, Request, Response};
 use http_body::{Body, Frame};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use sitegrid_apimachinery::protobuf::{self, to_json};
+use sitegrid_cache::{Cache, ResourceKind};
 use tower::{Layer, Service};
 use tracing::warn;
 
@@ -37,11 +38,17 @@ use crate::http::BoxError;
 pub type JsonBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// The cluster-wide collections read in protobuf (path suffixes).
-const RESOURCES: [&str; 4] = [
-    "/api/v1/services",
-    "/api/v1/endpoints",
-    "/apis/discovery.k8s.io/v1/endpointslices",
-    "/apis/discovery.k8s.io/v1beta1/endpointslices",
+const RESOURCES: [(&str, ResourceKind); 4] = [
+    ("/api/v1/services", ResourceKind::Services),
+    ("/api/v1/endpoints", ResourceKind::Endpoints),
+    (
+        "/apis/discovery.k8s.io/v1/endpointslices",
+        ResourceKind::EndpointSlices,
+    ),
+    (
+        "/apis/discovery.k8s.io/v1beta1/endpointslices",
+        ResourceKind::EndpointSlices,
+    ),
 ];
 
 /// What a reflector offers: protobuf, else JSON (as kube-proxy, which
@@ -49,20 +56,23 @@ const RESOURCES: [&str; 4] = [
 const ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
 
 /// Wraps the reflectors' client in [`ProtobufReads`]; `enabled: false`
-/// passes requests and answers as they are.
+/// passes requests and answers as they are. Which format each kind's
+/// answers came in goes to `cache`'s `upstream_protobuf` metric.
 #[derive(Debug, Clone)]
 pub struct ProtobufLayer {
     enabled: bool,
     /// Per entry of [`RESOURCES`]: read in JSON from now on.
     json_only: Arc<[AtomicBool; 4]>,
+    cache: Option<Cache>,
 }
 
 impl ProtobufLayer {
     /// See [`ProtobufLayer`].
-    pub fn new(enabled: bool) -> Self {
+    pub fn new(enabled: bool, cache: Option<Cache>) -> Self {
         ProtobufLayer {
             enabled,
             json_only: Arc::new(Default::default()),
+            cache,
         }
     }
 }
@@ -90,7 +100,7 @@ fn resource<B>(req: &Request<B>) -> Option<usize> {
         return None;
     }
     let path = req.uri().path();
-    RESOURCES.iter().position(|r| path.ends_with(r))
+    RESOURCES.iter().position(|(r, _)| path.ends_with(r))
 }
 
 impl<S, ReqB, B> Service<Request<ReqB>> for ProtobufReads<S>
@@ -110,7 +120,8 @@ where
     }
 
     fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
-        let which = resource(&req)
+        let matched = resource(&req);
+        let which = matched
             .filter(|&i| self.layer.enabled && !self.layer.json_only[i].load(Ordering::Relaxed));
         if which.is_some() {
             req.headers_mut()
@@ -118,21 +129,26 @@ where
         }
         let response = self.inner.call(req);
         let json_only = self.layer.json_only.clone();
+        let cache = self.layer.cache.clone();
         Box::pin(async move {
             let response = response.await.map_err(Into::into)?;
-            let Some(which) = which else {
-                return Ok(response.map(|b| b.map_err(Into::into).boxed_unsync()));
-            };
-            let fallback = Fallback { json_only, which };
             let content_type = response
                 .headers()
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("")
                 .to_owned();
-            if !content_type.starts_with(protobuf::MEDIA_TYPE) {
-                return Ok(response.map(|b| b.map_err(Into::into).boxed_unsync()));
+            let is_protobuf = which.is_some() && content_type.starts_with(protobuf::MEDIA_TYPE);
+            if let (Some(cache), Some(i), true) = (&cache, matched, response.status().is_success())
+            {
+                cache
+                    .metrics()
+                    .upstream_protobuf(RESOURCES[i].1, is_protobuf);
             }
+            let (Some(which), true) = (which, is_protobuf) else {
+                return Ok(response.map(|b| b.map_err(Into::into).boxed_unsync()));
+            };
+            let fallback = Fallback { json_only, which };
             let (mut parts, body) = response.into_parts();
             parts.headers.insert(
                 header::CONTENT_TYPE,
@@ -171,7 +187,7 @@ impl Fallback {
     fn failed(&self, e: to_json::DecodeError) -> BoxError {
         if !self.json_only[self.which].swap(true, Ordering::Relaxed) {
             warn!(
-                resource = RESOURCES[self.which],
+                resource = RESOURCES[self.which].0,
                 error = %e,
                 "cannot read this resource's protobuf completely; reading it in JSON from now on"
             );
@@ -304,7 +320,7 @@ mod tests {
                 )
             }
         });
-        (ProtobufLayer::new(true).layer(upstream), accepts)
+        (ProtobufLayer::new(true, None).layer(upstream), accepts)
     }
 
     async fn read(

@@ -72,7 +72,10 @@ impl SyncThread {
                         &config,
                         settings.list_timeout,
                         settings.watch_timeout + WATCH_IDLE_MARGIN,
-                        settings.upstream_protobuf,
+                        super::protobuf::ProtobufLayer::new(
+                            settings.upstream_protobuf,
+                            Some(slot.cache().clone()),
+                        ),
                     ) {
                         Ok(client) => {
                             let _ = built_tx.send(Ok(()));
