@@ -17,7 +17,7 @@ mod targets;
 
 pub use targets::{
     accept, api_path, certs, continue_token, field_selector, kubeconfig, label_selector, projector,
-    protobuf, query, serve, snapshot, watch_frames,
+    protobuf, protobuf_answer, query, serve, snapshot, watch_frames,
 };
 
 /// A target: its name (of its binary and its corpus folder) and its function.
@@ -36,6 +36,7 @@ pub const TARGETS: &[Target] = &[
     ("projector", projector),
     ("watch_frames", watch_frames),
     ("protobuf", protobuf),
+    ("protobuf_answer", protobuf_answer),
     ("kubeconfig", kubeconfig),
     ("certs", certs),
 ];

@@ -10,7 +10,7 @@ pub use files::{certs, kubeconfig};
 pub use request::{accept, api_path, continue_token, field_selector, label_selector, query};
 pub use serve::serve;
 pub use snapshot::snapshot;
-pub use upstream::{projector, protobuf, watch_frames};
+pub use upstream::{projector, protobuf, protobuf_answer, watch_frames};
 
 /// Every view the cache serves, encoded as each EndpointSlice version would
 /// serve it, in JSON and protobuf (what a client could ask for).

@@ -107,3 +107,42 @@ pub fn protobuf(data: &[u8]) {
         let _ = protobuf::envelope("v1", "Fuzz", &message);
     }
 }
+
+/// A protobuf answer from upstream read as the JSON the API server would
+/// have sent, as the reflectors read Services and endpoints
+/// (`apimachinery::protobuf::to_json`): byte 0 even, the rest is a whole
+/// answer (an object, a list, a `Status`); odd, a watch stream
+/// (length-prefixed events), read event by event as the proxy's watch body
+/// does, until one does not read. What is written is JSON that kube-runtime
+/// then decodes: each line as a watch event, each object as the proxy keeps it.
+pub fn protobuf_answer(data: &[u8]) {
+    let Some((&pick, wire)) = data.split_first() else {
+        return;
+    };
+    if pick % 2 == 0 {
+        if let Ok(json) = protobuf::to_json::answer(wire) {
+            let value: serde_json::Value =
+                serde_json::from_slice(&json).expect("the answer read is JSON");
+            for item in value["items"].as_array().into_iter().flatten() {
+                let _ = UpstreamObject::from_json(&item.to_string());
+            }
+        }
+        return;
+    }
+    let mut buf = bytes::BytesMut::from(wire);
+    while let Some(frame) = protobuf::to_json::next_watch_frame(&mut buf) {
+        let Ok(line) = protobuf::to_json::watch_event(&frame) else {
+            break;
+        };
+        match serde_json::from_slice::<WatchEvent<UpstreamObject>>(&line) {
+            Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => {
+                let _ = (o.key(), o.upstream_rv());
+            }
+            Ok(_) => {}
+            Err(_) => {
+                let _: serde_json::Value =
+                    serde_json::from_slice(&line).expect("the event read is JSON");
+            }
+        }
+    }
+}
