@@ -9,6 +9,8 @@
 #   C  site proxy at the site 3 node proxies -> site proxy (location=beijing) -> link -> API server
 #                             (bj-3's kube-proxy behind its node proxy)
 #   D  site proxy in the cloud 3 node proxies -> link -> site proxy (location=beijing) -> API server
+#   E  both                   3 node proxies -> site proxy at the site -> link -> D's site proxy
+#                             in the cloud -> API server
 #
 # Each link is a counting relay (edge-link/relay.py) on loopback. The load
 # (edge-link/load.py), as OpenYurt's report describes it: 2,000 pods and
@@ -34,10 +36,11 @@ mkdir -p "$OUT"
 harness_up sitegrid-proxy
 
 API_PORT=${SITEGRID_E2E_APISERVER##*:}
-RA=25601 RB=25602 RC=25603 RD=25604
+RA=25601 RB=25602 RC=25603 RD=25604 RE=25605
 B_NODE=25611
 C_SITE=25620 C_NODES=(25621 25622 25623)
 D_SITE=25630 D_NODES=(25631 25632 25633)
+E_SITE=25640 E_NODES=(25641 25642 25643)
 BEIJING=(bj-1 bj-2 bj-3)
 LOAD="python3 $HERE/edge-link/load.py"
 
@@ -81,11 +84,14 @@ relay $RC "$API_PORT" C
 # D's site proxy first (its relay leads to it).
 proxy d-site $D_SITE "$SITEGRID_E2E_KUBE_PROXY_KUBECONFIG" --site-selector=location=beijing --anonymous-passthrough=all
 relay $RD $D_SITE D
+relay $RE $D_SITE E
 proxy c-site $C_SITE "$(kubeconfig_via c-site $RC)" --site-selector=location=beijing --anonymous-passthrough=all
+proxy e-site $E_SITE "$(plain_kubeconfig_file e-site $RE)" --site-selector=location=beijing --anonymous-passthrough=all
 for i in 0 1 2; do
     node=${BEIJING[$i]}
     proxy "c-$node" "${C_NODES[$i]}" "$(plain_kubeconfig_file "c-$node" $C_SITE)" --hostname="$node"
     proxy "d-$node" "${D_NODES[$i]}" "$(plain_kubeconfig_file "d-$node" $RD)" --hostname="$node"
+    proxy "e-$node" "${E_NODES[$i]}" "$(plain_kubeconfig_file "e-$node" $E_SITE)" --hostname="$node"
 done
 proxy b-bj-2 $B_NODE "$(kubeconfig_via b-bj-2 $RB)" --hostname=bj-2
 
@@ -134,7 +140,7 @@ check_loaded() {
             got=$(sed -n "$((g + 1))p" <<<"${rules[$ns]}")
             [[ $got == "$want" ]] || echo "LOST $ns s$g: got '$got' want '$want'"
         done
-        for port in "$B_NODE" "${C_NODES[@]}" "${D_NODES[@]}"; do
+        for port in "$B_NODE" "${C_NODES[@]}" "${D_NODES[@]}" "${E_NODES[@]}"; do
             got=$(served "$port" "s$g")
             [[ $got == "$want" ]] || echo "LOST :$port s$g: got '$got' want '$want'"
         done
@@ -172,7 +178,7 @@ check_deleted() {
         left=$(ip netns exec $ns iptables-save -t nat | grep -c -- 'edge/s' || true)
         ((left == 0)) || echo "LOST $ns: $left rules of edge Services left after the delete wave"
     done
-    for port in "$B_NODE" "${C_NODES[@]}" "${D_NODES[@]}"; do
+    for port in "$B_NODE" "${C_NODES[@]}" "${D_NODES[@]}" "${E_NODES[@]}"; do
         left=$(curl -sf "http://127.0.0.1:$port/apis/discovery.k8s.io/v1beta1/namespaces/edge/endpointslices" |
             python3 -c 'import json,sys; print(len(json.load(sys.stdin)["items"]))')
         ((left == 0)) || echo "LOST :$port: $left edge EndpointSlices left after the delete wave"

@@ -17,6 +17,7 @@ PLACEMENTS = [
     ("B", "a node proxy", 1),
     ("C", "node proxies behind a site proxy at the site", SITE_NODES),
     ("D", "node proxies behind a site proxy in the cloud", SITE_NODES),
+    ("E", "node proxies behind a site proxy at the site, behind one in the cloud", SITE_NODES),
 ]
 PHASES = [
     ("idle-before", "idle-before", "create", "idle (before)"),
@@ -77,9 +78,11 @@ def main(run, md_out, svg_out):
         for line in f:
             name, t = line.split()
             phases[name] = float(t)
-    series = {k: samples(os.path.join(run, f"relay-{k}.log")) for k, _, _ in PLACEMENTS}
+    # A run from before placement E has no relay-E.log.
+    placements = [p for p in PLACEMENTS if os.path.exists(os.path.join(run, f"relay-{p[0]}.log"))]
+    series = {k: samples(os.path.join(run, f"relay-{k}.log")) for k, _, _ in placements}
     rows, chart = [], {}
-    for key, name, nodes in PLACEMENTS:
+    for key, name, nodes in placements:
         s = series[key]
         cells = []
         for pid, start, end, _ in PHASES:
@@ -120,7 +123,8 @@ def main(run, md_out, svg_out):
     for key, name, nodes, cells in rows[1:]:
         md.append(f"- {key}, {name}: create wave {cells[1][1] / a_create:.3f}×, delete wave {cells[3][1] / a_delete:.3f}×")
     md.append("")
-    md.append(f"Loss checks: {lost} lost ({checks.count('group ')} Service groups compared on 2 kube-proxies and 6 node proxies).")
+    node_proxies = 1 + (len(placements) - 2) * SITE_NODES
+    md.append(f"Loss checks: {lost} lost ({checks.count('group ')} Service groups compared on 2 kube-proxies and {node_proxies} node proxies).")
     with open(md_out, "w") as f:
         f.write("\n".join(md) + "\n")
     svg(chart, svg_out)
@@ -131,7 +135,8 @@ def svg(chart, path):
     """Bars: bytes per node for each wave, per placement (log scale)."""
     import math
     waves = [("create", "create wave"), ("delete", "delete wave")]
-    colors = {"A": "#888888", "B": "#4e79a7", "C": "#59a14f", "D": "#f28e2b"}
+    colors = {k: c for k, c in {"A": "#888888", "B": "#4e79a7", "C": "#59a14f", "D": "#f28e2b", "E": "#b07aa1"}.items()
+              if k in chart["create"]}
     width, height, left, bottom, top = 720, 360, 70, 50, 30
     values = [chart[w][k] for w, _ in waves for k in colors if chart[w][k] > 0]
     lo = 10 ** math.floor(math.log10(min(values)))
@@ -158,10 +163,11 @@ def svg(chart, path):
             out.append(f'<rect x="{x:.1f}" y="{y(v):.1f}" width="{bar_w * 0.9:.1f}" height="{height - bottom - y(v):.1f}" fill="{colors[k]}"/>')
             out.append(f'<text x="{x + bar_w * 0.45:.1f}" y="{y(v) - 4:.1f}" text-anchor="middle" font-size="10">{human(v)}</text>')
         out.append(f'<text x="{x0 + bar_w * 2:.1f}" y="{height - bottom + 18}" text-anchor="middle">{label}</text>')
-    names = {"A": "A kube-proxy direct", "B": "B node proxy", "C": "C site proxy at the site", "D": "D site proxy in the cloud"}
+    names = {"A": "A direct", "B": "B node proxy", "C": "C site proxy at site", "D": "D site proxy in cloud",
+             "E": "E C behind D"}
     for ki, k in enumerate(colors):
-        out.append(f'<rect x="{left + ki * 160}" y="{height - 18}" width="10" height="10" fill="{colors[k]}"/>')
-        out.append(f'<text x="{left + ki * 160 + 14}" y="{height - 9}">{names[k]}</text>')
+        out.append(f'<rect x="{left + ki * 128}" y="{height - 18}" width="10" height="10" fill="{colors[k]}"/>')
+        out.append(f'<text x="{left + ki * 128 + 14}" y="{height - 9}">{names[k]}</text>')
     out.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
