@@ -163,6 +163,9 @@ settle() {
 : >"$OUT/checks"
 for g in $(seq 0 39); do echo "group $g: $(expected "$g" | wc -w) beijing endpoints" >>"$OUT/checks"; done
 settle loaded check_loaded
+# What the waves carry, as lists: the edge Services and EndpointSlices in
+# protobuf, whole (the API server) and as beijing's view (D's site proxy).
+$LOAD sizes $D_SITE >"$OUT/sizes" || { log "sizes not measured"; rm -f "$OUT/sizes"; }
 
 phase delete
 $LOAD delete

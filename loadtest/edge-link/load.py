@@ -13,6 +13,9 @@ connection; kubectl would take minutes for 5,000 writes).
   load.py heartbeat                    every node writes its status once (a kubelet's report)
   load.py delete                       delete every Service, then every pod, of namespace edge
   load.py gone                         wait (bounded) until namespace edge has no endpoints left
+  load.py sizes PORT                   bytes of namespace edge's Services and EndpointSlices as
+                                       protobuf lists, from the API server and from the site
+                                       proxy on 127.0.0.1:PORT (its site's view): one line each
 
 Environment: SITEGRID_E2E_APISERVER (https://127.0.0.1:PORT), SITEGRID_E2E_RUN
 (the cluster's run folder: pki/admin.{crt,key}, pki/ca.crt).
@@ -153,12 +156,32 @@ def delete(api):
     api.call("DELETE", f"/api/v1/namespaces/{NS}/pods?labelSelector=edge-link%3D1&gracePeriodSeconds=0")
 
 
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+SIZED = [("services", f"/api/v1/namespaces/{NS}/services"),
+         ("endpointslices", f"/apis/discovery.k8s.io/v1beta1/namespaces/{NS}/endpointslices")]
+
+
+def sizes(api, port):
+    """What a reader of each kind gets in protobuf, whole and as the site's view."""
+    site = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    api.conn = http.client.HTTPSConnection(api.host, api.port, context=api.ctx, timeout=30)
+    for kind, path in SIZED:
+        for where, conn in (("apiserver", api.conn), ("site", site)):
+            conn.request("GET", path, headers={"Accept": PROTOBUF})
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.status != 200 or not resp.getheader("Content-Type", "").startswith(PROTOBUF):
+                raise SystemExit(f"{where} {path}: {resp.status} {resp.getheader('Content-Type')}")
+            print(f"{kind} {where} {len(body)}")
+    api.conn = None
+
+
 def main(argv):
     if len(argv) < 2:
         sys.exit(__doc__)
     api, cmd, args = Api(), argv[1], [int(a) for a in argv[2:]]
     commands = {"nodes": nodes, "pods": pods, "services": services, "slices": slices,
-                "heartbeat": heartbeat, "delete": delete, "gone": gone}
+                "heartbeat": heartbeat, "delete": delete, "gone": gone, "sizes": sizes}
     commands[cmd](api, *args)
 
 

@@ -123,6 +123,24 @@ def main(run, md_out, svg_out):
     for key, name, nodes, cells in rows[1:]:
         md.append(f"- {key}, {name}: create wave {cells[1][1] / a_create:.3f}×, delete wave {cells[3][1] / a_delete:.3f}×")
     md.append("")
+    sizes_path = os.path.join(run, "sizes")
+    if os.path.exists(sizes_path):
+        size = {}
+        for line in open(sizes_path):
+            kind, where, n = line.split()
+            size[(kind, where)] = int(n)
+        md.append("What the create wave carries, as lists in protobuf once loaded: whole (the API server) and as "
+                  "beijing's view (the site proxy):")
+        md.append("")
+        md.append("| | whole | beijing's view | share |")
+        md.append("|---|---|---|---|")
+        for kind in ("services", "endpointslices"):
+            whole, view = size[(kind, "apiserver")], size[(kind, "site")]
+            md.append(f"| {kind} | {human(whole)} | {human(view)} | {view / whole:.1%} |")
+        whole = size[("services", "apiserver")] + size[("endpointslices", "apiserver")]
+        view = size[("services", "site")] + size[("endpointslices", "site")]
+        md.append(f"| both | {human(whole)} | {human(view)} | {view / whole:.1%} |")
+        md.append("")
     node_proxies = 1 + (len(placements) - 2) * SITE_NODES
     md.append(f"Loss checks: {lost} lost ({checks.count('group ')} Service groups compared on 2 kube-proxies and {node_proxies} node proxies).")
     with open(md_out, "w") as f:
