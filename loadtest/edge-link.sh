@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The edge link in OpenYurt's YurtHub traffic test (issue 36), on the real
 # Kubernetes 1.20 control plane of deploy/e2e: bytes counted on the link of
-# one site (beijing, 3 nodes) in four placements at once, all reading the same
+# one site (beijing, 3 nodes) in five placements at once, all reading the same
 # API server through the same waves:
 #
 #   A  kube-proxy direct      bj-1's kube-proxy 1.20 (protobuf, as it asks) -> link -> API server
