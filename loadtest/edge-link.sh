@@ -82,7 +82,8 @@ relay $RB "$API_PORT" B
 relay $RC "$API_PORT" C
 
 # D's site proxy first (its relay leads to it).
-proxy d-site $D_SITE "$SITEGRID_E2E_KUBE_PROXY_KUBECONFIG" --site-selector=location=beijing --anonymous-passthrough=all
+# With deploy/site-proxy-cloud's --drop-managed-fields: what D and E carry.
+proxy d-site $D_SITE "$SITEGRID_E2E_KUBE_PROXY_KUBECONFIG" --site-selector=location=beijing --anonymous-passthrough=all --drop-managed-fields
 relay $RD $D_SITE D
 relay $RE $D_SITE E
 proxy c-site $C_SITE "$(kubeconfig_via c-site $RC)" --site-selector=location=beijing --anonymous-passthrough=all

@@ -96,6 +96,8 @@ pub struct CacheConfig {
     /// Whether Services, Endpoints and EndpointSlices are read from
     /// upstream in protobuf when it offers it (turned into JSON on arrival).
     pub upstream_protobuf: bool,
+    /// Whether views are served without `metadata.managedFields`.
+    pub drop_managed_fields: bool,
 }
 
 impl Default for CacheConfig {
@@ -109,6 +111,7 @@ impl Default for CacheConfig {
             list_timeout: Duration::from_secs(60),
             compress: true,
             upstream_protobuf: true,
+            drop_managed_fields: false,
         }
     }
 }

@@ -452,7 +452,12 @@ impl Writer {
     fn emit(&mut self, kind: ResourceKind, key: &str, value: Option<Value>, batch: &mut Batch) {
         let current = self.current(kind, key, batch);
         let change = match (value, current) {
-            (Some(Value::Object(map)), current) => {
+            (Some(Value::Object(mut map)), current) => {
+                if self.cache.config().drop_managed_fields {
+                    if let Some(Value::Object(meta)) = map.get_mut("metadata") {
+                        meta.shift_remove("managedFields");
+                    }
+                }
                 let view = View::new(self.cache.codec(), kind, &map, self.next_rv);
                 let event_type = match current {
                     Some(cur) if cur.same_content(&view) => return,

@@ -846,3 +846,52 @@ fn a_service_made_again_before_its_slices_went_reprojects_them() {
     );
     assert_eq!(slice_ips(&cache, &key), ["10.0.0.70", "10.0.1.72"]);
 }
+
+/// `--drop-managed-fields`: every view is served without
+/// `metadata.managedFields`, the rest of the object as it came; without the
+/// flag they are served as the API server sent them.
+#[test]
+fn managed_fields_are_dropped_from_views_only_when_asked() {
+    for drop in [false, true] {
+        let config = CacheConfig {
+            drop_managed_fields: drop,
+            ..CacheConfig::default()
+        };
+        let (cache, slot) = with_start_rv(config, 1000);
+        let mut p = slot.start("bj-1", ApiVersion::V1);
+        two_sites(&mut p);
+        let managed = json!([{"manager": "kube-controller-manager", "operation": "Update",
+            "apiVersion": "v1", "time": "2026-11-28T10:00:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {"f:ports": {}}}}]);
+        let mut svc = world_object(Services, "default", "plain-echo");
+        svc["metadata"]["managedFields"] = managed.clone();
+        svc["metadata"]["resourceVersion"] = json!("60");
+        // A change that counts (managedFields alone would be no event).
+        svc["metadata"]["labels"]["tier"] = json!("edge");
+        p.handle(Services, W::Apply(obj(svc.clone())));
+        let key = slice_key("servicegrid-demo-svc");
+        let mut slice_json = p.upstream_value(EndpointSlices, &key, None).unwrap();
+        slice_json["metadata"]["managedFields"] = managed.clone();
+        slice_json["metadata"]["resourceVersion"] = json!("61");
+        slice_json["endpoints"][0]["conditions"]["ready"] = json!(false);
+        p.handle(EndpointSlices, W::Apply(obj(slice_json)));
+        for (kind, key) in [
+            (Services, "default/plain-echo".to_owned()),
+            (EndpointSlices, key),
+        ] {
+            let served = cache.store(kind).get(&key).unwrap().native_body_value();
+            assert_eq!(
+                served["metadata"].get("managedFields"),
+                (!drop).then_some(&managed),
+                "{kind} with drop_managed_fields={drop}"
+            );
+        }
+        let served = cache
+            .store(Services)
+            .get("default/plain-echo")
+            .unwrap()
+            .native_body_value();
+        assert_eq!(served["spec"], svc["spec"]);
+        assert_eq!(served["metadata"]["labels"], svc["metadata"]["labels"]);
+    }
+}

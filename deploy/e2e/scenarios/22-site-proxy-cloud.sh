@@ -39,7 +39,7 @@ EOF
 # beijing's site proxy, with deploy/site-proxy-cloud's flags (its upstream
 # credentials here: the suite's admin, who may impersonate).
 "$SITEGRID_PROXY_BIN" --kubeconfig "$SITEGRID_E2E_RUN/admin.kubeconfig" \
-    --site-selector=location=beijing --client-group=sitegrid:site:beijing \
+    --site-selector=location=beijing --client-group=sitegrid:site:beijing --drop-managed-fields \
     --bind-address "127.0.0.1:$CLOUD_PORT" --metrics-bind-address "127.0.0.1:$CLOUD_OPS" \
     --cert-file "$PKI/server.crt" --key-file "$PKI/server.key" --ca-file "$PKI/ca.crt" --data-dir= \
     >>"$SITEGRID_E2E_LOGS/proxy-cloud-beijing.log" 2>&1 &
@@ -77,6 +77,15 @@ for kind in services endpointslices; do
     retry 10 more_than 0 proxy_metric $CLOUD_OPS "watchers_open{resource=\"$kind\"}" ||
         fail "the cloud site proxy serves bj-1's node proxy no watch of $kind"
 done
+# The API server's slices carry managedFields; what crosses the link does
+# not (--drop-managed-fields, as deploy/site-proxy-cloud runs it).
+managed_fields() { grep -o '"managedFields"' | wc -l; }
+api_managed=$(kubectl get --raw /apis/discovery.k8s.io/v1beta1/endpointslices | managed_fields)
+((api_managed > 0)) || fail "the API server's EndpointSlices carry no managedFields: nothing to check"
+expect "managedFields in what the cloud site proxy serves bj-1" \
+    "$(body_as bj-1 /apis/discovery.k8s.io/v1beta1/endpointslices | managed_fields)" 0
+expect "managedFields in what bj-1's node proxy serves" \
+    "$(curl -sf "http://127.0.0.1:$NODE_PORT/apis/discovery.k8s.io/v1beta1/endpointslices" | managed_fields)" 0
 # Both links carry protobuf: kube-apiserver's answers to the site proxy, the
 # site proxy's to the node proxy (each read back as JSON on arrival).
 for kind in services endpointslices; do
