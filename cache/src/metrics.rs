@@ -4,7 +4,7 @@
 //! from the one place that holds each state, never kept alongside.
 
 use std::{
-    sync::atomic::{AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
     time::{SystemTime, UNIX_EPOCH},
 };
 
@@ -147,8 +147,8 @@ impl EncodeLabelValue for UpstreamErrorReason {
 pub struct CacheMetrics {
     counts: PerKind<[AtomicU64; 6]>,
     errors: PerKind<[AtomicU64; UpstreamErrorReason::ALL.len()]>,
-    /// 1 while the last upstream answer for the kind was protobuf.
-    protobuf: PerKind<AtomicU64>,
+    /// Whether the last upstream answer for the kind was protobuf.
+    protobuf: PerKind<AtomicBool>,
 }
 
 impl CacheMetrics {
@@ -198,12 +198,12 @@ impl CacheMetrics {
     /// Whether the last upstream answer (a list page or a watch) for `kind`
     /// came in protobuf.
     pub fn upstream_protobuf(&self, kind: ResourceKind, protobuf: bool) {
-        self.protobuf[kind].store(u64::from(protobuf), Ordering::Relaxed);
+        self.protobuf[kind].store(protobuf, Ordering::Relaxed);
     }
 
     /// Whether upstream answers for `kind` come in protobuf now.
     pub fn reads_protobuf(&self, kind: ResourceKind) -> bool {
-        self.protobuf[kind].load(Ordering::Relaxed) == 1
+        self.protobuf[kind].load(Ordering::Relaxed)
     }
 
     /// An upstream object not taken in: it does not decode as its kind.

@@ -22,7 +22,6 @@
 //! [`DecodeError::Incomplete`]: the caller reads that resource in JSON
 //! instead.
 
-use bytes::Buf;
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::api::discovery::{v1 as disc_v1, v1beta1 as disc_v1beta1};
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
@@ -41,9 +40,6 @@ pub enum DecodeError {
     /// The bytes do not decode as the message they claim to be.
     #[error("malformed protobuf: {0}")]
     Malformed(#[from] prost::DecodeError),
-    /// A watch frame shorter than its length prefix, or with bytes after it.
-    #[error("a watch frame of {0} bytes does not hold its event")]
-    Frame(usize),
     /// A kind (or list kind) this reader does not convert.
     #[error("{api_version} {kind} is not a kind read from protobuf here")]
     UnknownKind {
@@ -77,20 +73,6 @@ pub fn watch_event(frame: &[u8]) -> Result<Vec<u8>, DecodeError> {
     Ok(serde_json::to_vec(&Value::Object(out)).unwrap_or_default())
 }
 
-/// Splits the next watch event off `buf` (a 4-byte big-endian length, then
-/// the event), if all of it is there.
-pub fn next_watch_frame(buf: &mut bytes::BytesMut) -> Option<bytes::Bytes> {
-    if buf.len() < 4 {
-        return None;
-    }
-    let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-    if buf.len() < 4 + len {
-        return None;
-    }
-    buf.advance(4);
-    Some(buf.split_to(len).freeze())
-}
-
 fn answer_value(wire: &[u8]) -> Result<Value, DecodeError> {
     let body = wire.strip_prefix(MAGIC).ok_or(DecodeError::NoMagic)?;
     let unknown = Unknown::decode(body)?;
@@ -100,65 +82,51 @@ fn answer_value(wire: &[u8]) -> Result<Value, DecodeError> {
     let mut out = Map::new();
     out.insert("kind".into(), Value::String(kind.clone()));
     out.insert("apiVersion".into(), Value::String(api_version.clone()));
-    let mut gap = Gap::default();
-    let fields = match (api_version.as_str(), kind.as_str()) {
-        ("v1", "Service") => service(gap.read::<_, ServiceShim>(&raw)?),
-        ("v1", "Endpoints") => endpoints(gap.read::<_, EndpointsShim>(&raw)?),
-        ("discovery.k8s.io/v1", "EndpointSlice") => slice_v1(gap.read::<_, SliceShim>(&raw)?),
+    let k = kind.as_str();
+    let fields = match (api_version.as_str(), k) {
+        ("v1", "Service") => service(read::<_, ServiceShim>(&raw, k)?),
+        ("v1", "Endpoints") => endpoints(read::<_, EndpointsShim>(&raw, k)?),
+        ("discovery.k8s.io/v1", "EndpointSlice") => slice_v1(read::<_, SliceShim>(&raw, k)?),
         ("discovery.k8s.io/v1beta1", "EndpointSlice") => {
-            slice_v1beta1(gap.read::<_, SliceShim>(&raw)?)
+            slice_v1beta1(read::<_, SliceShim>(&raw, k)?)
         }
-        ("v1", "Status") => status(gap.read::<_, NoMaps>(&raw)?),
+        ("v1", "Status") => status(read::<_, NoMaps>(&raw, k)?),
         ("v1", "ServiceList") => {
-            let l: core::ServiceList = gap.read::<_, ListShim<ServiceShim>>(&raw)?;
+            let l: core::ServiceList = read::<_, ListShim<ServiceShim>>(&raw, k)?;
             list(l.metadata, l.items, service)
         }
         ("v1", "EndpointsList") => {
-            let l: core::EndpointsList = gap.read::<_, ListShim<EndpointsShim>>(&raw)?;
+            let l: core::EndpointsList = read::<_, ListShim<EndpointsShim>>(&raw, k)?;
             list(l.metadata, l.items, endpoints)
         }
         ("discovery.k8s.io/v1", "EndpointSliceList") => {
-            let l: disc_v1::EndpointSliceList = gap.read::<_, ListShim<SliceShim>>(&raw)?;
+            let l: disc_v1::EndpointSliceList = read::<_, ListShim<SliceShim>>(&raw, k)?;
             list(l.metadata, l.items, slice_v1)
         }
         ("discovery.k8s.io/v1beta1", "EndpointSliceList") => {
-            let l: disc_v1beta1::EndpointSliceList = gap.read::<_, ListShim<SliceShim>>(&raw)?;
+            let l: disc_v1beta1::EndpointSliceList = read::<_, ListShim<SliceShim>>(&raw, k)?;
             list(l.metadata, l.items, slice_v1beta1)
         }
         _ => return Err(DecodeError::UnknownKind { api_version, kind }),
     };
-    gap.check(&kind)?;
     out.extend(fields);
     Ok(Value::Object(out))
 }
 
-/// The bytes of a message prost did not account for (see the module doc).
-#[derive(Debug, Default)]
-struct Gap {
-    raw: usize,
-    measured: usize,
-}
-
-impl Gap {
-    /// Decodes `raw` as `M`, and measures it: what prost writes of it, plus
-    /// what Go writes that prost does not, found by reading `raw` again as
-    /// `X` (the map entries and removed fields of `M`, with their presence).
-    fn read<M: Message + Default, X: Extras>(&mut self, raw: &[u8]) -> Result<M, DecodeError> {
-        let m = M::decode(raw)?;
-        self.raw = raw.len();
-        self.measured = m.encoded_len() + 2 * X::decode(raw).map_or(0, |x| x.empties());
+/// Decodes `raw` as `kind`'s message `M`, complete (see the module doc):
+/// what prost writes of it, plus what Go writes that prost does not (found
+/// by reading `raw` again as `X`: `M`'s map entries and removed fields, with
+/// their presence), must be all of `raw`.
+fn read<M: Message + Default, X: Extras>(raw: &[u8], kind: &str) -> Result<M, DecodeError> {
+    let m = M::decode(raw)?;
+    let measured = m.encoded_len() + 2 * X::decode(raw).map_or(0, |x| x.empties());
+    if measured == raw.len() {
         Ok(m)
-    }
-
-    fn check(&self, kind: &str) -> Result<(), DecodeError> {
-        if self.measured == self.raw {
-            Ok(())
-        } else {
-            Err(DecodeError::Incomplete(
-                kind.to_owned(),
-                self.raw.abs_diff(self.measured),
-            ))
-        }
+    } else {
+        Err(DecodeError::Incomplete(
+            kind.to_owned(),
+            raw.len().abs_diff(measured),
+        ))
     }
 }
 
@@ -663,42 +631,6 @@ fn list_or_null(v: Vec<Value>) -> Value {
     }
 }
 
-/// The parts both EndpointSlice versions share, each endpoint's own
-/// topology written by `topology`.
-struct SliceParts<E, P> {
-    metadata: Option<meta::ObjectMeta>,
-    address_type: Option<String>,
-    endpoints: Vec<E>,
-    ports: Vec<P>,
-}
-
-/// The fields of an endpoint both versions have, in Go's order up to the
-/// topology, which `rest` writes.
-#[allow(clippy::too_many_arguments)]
-fn slice_endpoint(
-    addresses: Vec<String>,
-    ready: Option<bool>,
-    serving: Option<bool>,
-    terminating: Option<bool>,
-    hostname: Option<String>,
-    target_ref: Option<core::ObjectReference>,
-    rest: impl FnOnce(&mut Map<String, Value>),
-) -> Value {
-    let mut r = Map::new();
-    r.insert("addresses".into(), list_or_null(strings(addresses)));
-    let mut c = Map::new();
-    put_opt(&mut c, "ready", ready);
-    put_opt(&mut c, "serving", serving);
-    put_opt(&mut c, "terminating", terminating);
-    r.insert("conditions".into(), obj(c));
-    put_opt(&mut r, "hostname", hostname);
-    if let Some(t) = target_ref {
-        r.insert("targetRef".into(), object_reference(t));
-    }
-    rest(&mut r);
-    obj(r)
-}
-
 fn hints(for_zones: Vec<Option<String>>, for_nodes: Vec<Option<String>>) -> Value {
     let named = |names: Vec<Option<String>>| -> Vec<Value> {
         names
@@ -716,94 +648,75 @@ fn hints(for_zones: Vec<Option<String>>, for_nodes: Vec<Option<String>>) -> Valu
     obj(h)
 }
 
-fn slice<E, P>(
-    s: SliceParts<E, P>,
-    endpoint: impl Fn(E) -> Value,
-    port: impl Fn(P) -> (Option<String>, Option<String>, Option<i32>, Option<String>),
-) -> Map<String, Value> {
-    let mut out = Map::new();
-    out.insert("metadata".into(), object_meta(s.metadata));
-    out.insert(
-        "addressType".into(),
-        s.address_type.unwrap_or_default().into(),
-    );
-    let endpoints = s.endpoints.into_iter().map(endpoint).collect();
-    out.insert("endpoints".into(), list_or_null(endpoints));
-    let ports = s
-        .ports
-        .into_iter()
-        .map(|p| {
-            let (name, protocol, number, app_protocol) = port(p);
-            let mut r = Map::new();
-            put_opt(&mut r, "name", name);
-            put_opt(&mut r, "protocol", protocol);
-            put_opt(&mut r, "port", number);
-            put_opt(&mut r, "appProtocol", app_protocol);
-            obj(r)
-        })
-        .collect();
-    out.insert("ports".into(), list_or_null(ports));
-    out
-}
-
-/// `slice_v1` and `slice_v1beta1`: the same shape but for the fields each
-/// endpoint writes after `targetRef` (`$extra`, with the endpoint `$e`, its
-/// JSON `$r`).
+/// `slice_v1` and `slice_v1beta1`: the same fields in the same order but
+/// for the endpoint's topology (`$topology`, written with the endpoint `$e`
+/// into its JSON `$r` after `targetRef`).
 macro_rules! slice_version {
-    ($name:ident, $m:ident, |$e:ident, $r:ident| $extra:block) => {
+    ($name:ident, $m:ident, |$e:ident, $r:ident| $topology:block) => {
         fn $name(s: $m::EndpointSlice) -> Map<String, Value> {
-            let parts = SliceParts {
-                metadata: s.metadata,
-                address_type: s.address_type,
-                endpoints: s.endpoints,
-                ports: s.ports,
-            };
-            slice(
-                parts,
-                |mut $e| {
-                    let c = $e.conditions.take().unwrap_or_default();
-                    let (addresses, hostname, target_ref) =
-                        (std::mem::take(&mut $e.addresses), $e.hostname.take(), $e.target_ref.take());
-                    slice_endpoint(
-                        addresses,
-                        c.ready,
-                        c.serving,
-                        c.terminating,
-                        hostname,
-                        target_ref,
-                        |$r| {
-                            $extra
-                            if let Some(h) = $e.hints {
-                                $r.insert(
-                                    "hints".into(),
-                                    hints(
-                                        h.for_zones.into_iter().map(|z| z.name).collect(),
-                                        h.for_nodes.into_iter().map(|n| n.name).collect(),
-                                    ),
-                                );
-                            }
-                        },
-                    )
-                },
-                |p| (p.name, p.protocol, p.port, p.app_protocol),
-            )
+            let mut out = Map::new();
+            out.insert("metadata".into(), object_meta(s.metadata));
+            out.insert(
+                "addressType".into(),
+                s.address_type.unwrap_or_default().into(),
+            );
+            let endpoints = s
+                .endpoints
+                .into_iter()
+                .map(|$e| {
+                    let mut $r = Map::new();
+                    $r.insert("addresses".into(), list_or_null(strings($e.addresses)));
+                    let c = $e.conditions.unwrap_or_default();
+                    let mut conditions = Map::new();
+                    put_opt(&mut conditions, "ready", c.ready);
+                    put_opt(&mut conditions, "serving", c.serving);
+                    put_opt(&mut conditions, "terminating", c.terminating);
+                    $r.insert("conditions".into(), obj(conditions));
+                    put_opt(&mut $r, "hostname", $e.hostname);
+                    if let Some(t) = $e.target_ref {
+                        $r.insert("targetRef".into(), object_reference(t));
+                    }
+                    $topology
+                    if let Some(h) = $e.hints {
+                        $r.insert(
+                            "hints".into(),
+                            hints(
+                                h.for_zones.into_iter().map(|z| z.name).collect(),
+                                h.for_nodes.into_iter().map(|n| n.name).collect(),
+                            ),
+                        );
+                    }
+                    obj($r)
+                })
+                .collect();
+            out.insert("endpoints".into(), list_or_null(endpoints));
+            let ports = s
+                .ports
+                .into_iter()
+                .map(|p| {
+                    let mut r = Map::new();
+                    put_opt(&mut r, "name", p.name);
+                    put_opt(&mut r, "protocol", p.protocol);
+                    put_opt(&mut r, "port", p.port);
+                    put_opt(&mut r, "appProtocol", p.app_protocol);
+                    obj(r)
+                })
+                .collect();
+            out.insert("ports".into(), list_or_null(ports));
+            out
         }
     };
 }
 
 slice_version!(slice_v1, disc_v1, |e, r| {
-    put_map(
-        r,
-        "deprecatedTopology",
-        std::mem::take(&mut e.deprecated_topology),
-    );
-    put_opt(r, "nodeName", e.node_name.take());
-    put_opt(r, "zone", e.zone.take());
+    put_map(&mut r, "deprecatedTopology", e.deprecated_topology);
+    put_opt(&mut r, "nodeName", e.node_name);
+    put_opt(&mut r, "zone", e.zone);
 });
 
 slice_version!(slice_v1beta1, disc_v1beta1, |e, r| {
-    put_map(r, "topology", std::mem::take(&mut e.topology));
-    put_opt(r, "nodeName", e.node_name.take());
+    put_map(&mut r, "topology", e.topology);
+    put_opt(&mut r, "nodeName", e.node_name);
 });
 
 fn status(s: meta::Status) -> Map<String, Value> {

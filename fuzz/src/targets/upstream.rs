@@ -112,8 +112,8 @@ pub fn protobuf(data: &[u8]) {
 /// have sent, as the reflectors read Services and endpoints
 /// (`apimachinery::protobuf::to_json`): byte 0 even, the rest is a whole
 /// answer (an object, a list, a `Status`); odd, a watch stream
-/// (length-prefixed events), read event by event as the proxy's watch body
-/// does, until one does not read. What is written is JSON that kube-runtime
+/// (length-prefixed events), cut and read event by event as the proxy's
+/// watch body does, until one does not read. What is written is JSON that kube-runtime
 /// then decodes: each line as a watch event, each object as the proxy keeps it.
 pub fn protobuf_answer(data: &[u8]) {
     let Some((&pick, wire)) = data.split_first() else {
@@ -130,7 +130,8 @@ pub fn protobuf_answer(data: &[u8]) {
         return;
     }
     let mut buf = bytes::BytesMut::from(wire);
-    while let Some(frame) = protobuf::to_json::next_watch_frame(&mut buf) {
+    let mut events = sitegrid_proxy::upstream::protobuf::watch_events();
+    while let Ok(Some(frame)) = tokio_util::codec::Decoder::decode(&mut events, &mut buf) {
         let Ok(line) = protobuf::to_json::watch_event(&frame) else {
             break;
         };

@@ -29,6 +29,7 @@ use http_body::{Body, Frame};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use sitegrid_apimachinery::protobuf::{self, to_json};
 use sitegrid_cache::{Cache, ResourceKind};
+use tokio_util::codec::{Decoder, LengthDelimitedCodec};
 use tower::{Layer, Service};
 use tracing::warn;
 
@@ -50,6 +51,21 @@ const RESOURCES: [(&str, ResourceKind); 4] = [
         ResourceKind::EndpointSlices,
     ),
 ];
+
+/// The largest protobuf watch event read. kube-apiserver's objects are at
+/// most about 1.5 MiB (etcd's request limit) and an event wraps one; a
+/// longer length prefix is a broken stream, ended before it is buffered.
+const MAX_WATCH_EVENT: usize = 16 << 20;
+
+/// How a protobuf watch stream is cut into events: each a 4-byte
+/// big-endian length, then the event, at most [`MAX_WATCH_EVENT`] bytes.
+pub fn watch_events() -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder()
+        .length_field_length(4)
+        .big_endian()
+        .max_frame_length(MAX_WATCH_EVENT)
+        .new_codec()
+}
 
 /// What a reflector offers: protobuf, else JSON (as kube-proxy, which
 /// offers `*/*` after protobuf).
@@ -159,6 +175,7 @@ where
                 let body = WatchBody {
                     inner: body,
                     buf: BytesMut::new(),
+                    events: watch_events(),
                     fallback,
                     done: false,
                 };
@@ -201,6 +218,7 @@ impl Fallback {
 struct WatchBody<B> {
     inner: B,
     buf: BytesMut,
+    events: LengthDelimitedCodec,
     fallback: Fallback,
     done: bool,
 }
@@ -223,7 +241,15 @@ where
                 return Poll::Ready(None);
             }
             let mut lines = Vec::new();
-            while let Some(frame) = to_json::next_watch_frame(&mut this.buf) {
+            loop {
+                let frame = match this.events.decode(&mut this.buf) {
+                    Ok(Some(frame)) => frame,
+                    Ok(None) => break,
+                    Err(e) => {
+                        this.done = true;
+                        return Poll::Ready(Some(Err(e.into())));
+                    }
+                };
                 match to_json::watch_event(&frame) {
                     Ok(line) => {
                         lines.extend_from_slice(&line);
