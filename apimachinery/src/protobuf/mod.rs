@@ -32,7 +32,7 @@ pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 /// The media type of a protobuf watch stream.
 pub const WATCH_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
 /// The 4 bytes before every protobuf-encoded object.
-const MAGIC: &[u8; 4] = b"k8s\0";
+pub const MAGIC: &[u8; 4] = b"k8s\0";
 
 /// Which message an object's JSON becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

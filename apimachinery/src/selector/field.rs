@@ -108,6 +108,18 @@ impl FieldSelector {
         })
     }
 
+    /// The fields its terms name, in order.
+    pub fn fields(&self) -> impl Iterator<Item = &str> {
+        self.terms.iter().map(|t| t.field.as_str())
+    }
+
+    /// True when every term of `wider` is one of this selector's, so this
+    /// selects a subset of what `wider` selects (terms compared as written,
+    /// after parsing).
+    pub fn narrows(&self, wider: &FieldSelector) -> bool {
+        wider.terms.iter().all(|t| self.terms.contains(t))
+    }
+
     /// If the selector pins `metadata.name=X` (or `==`), return X (lets the
     /// caller do a point lookup; it must still apply [`Self::matches`]).
     pub fn exact_name(&self) -> Option<&str> {

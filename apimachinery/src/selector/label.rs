@@ -217,6 +217,15 @@ impl LabelSelector {
         &self.requirements
     }
 
+    /// True when every requirement of `wider` is one of this selector's,
+    /// so this selects a subset of what `wider` selects.
+    pub fn narrows(&self, wider: &LabelSelector) -> bool {
+        wider
+            .requirements
+            .iter()
+            .all(|r| self.requirements.contains(r))
+    }
+
     /// True when every requirement matches `labels`.
     pub fn matches<L: Labels + ?Sized>(&self, labels: &L) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))

@@ -1,0 +1,676 @@
+//! sitegrid-nodecache: the node cache, what this node's kubelet read from
+//! the API server, kept so that the kubelet can start its pods again while
+//! the API server is unreachable — a reboot included.
+//!
+//! It sits beside the proxy's served-state cache (`sitegrid-cache`, which
+//! serves Services, endpoints and the node's own Node to every client, the
+//! kubelet included) and holds what only the kubelet reads: its pods, the
+//! Secrets, ConfigMaps, claims and volumes they reference, its CSINode,
+//! the CSIDrivers and RuntimeClasses, and its service-account tokens. It is
+//! filled by *watching the kubelet's own traffic*, never by reads of its own:
+//! every answer the API server gives the kubelet through the proxy is kept
+//! as the API server sent it (protobuf, as the kubelet asks, or JSON), and
+//! nothing is kept that the kubelet itself was not given.
+//!
+//! The data flow, one module a step:
+//!
+//! 1. [`wire`] reads an answer (a list, an object, a watch event) in its
+//!    format, each object with its [`facts`] (name, version, labels, the
+//!    fields selectors ask about, what a pod references).
+//! 2. [`state`] keeps them per resource ([`resource`]) and [`scope`] — the
+//!    rules of what a list, an event, a bookmark or a GET change, and of what
+//!    is let go ([`state::State::retain`]).
+//! 3. [`answer`] writes the answers given from what is kept, as
+//!    kube-apiserver writes them; [`token`] keeps TokenRequest answers.
+//! 4. [`persist`] keeps it all on disk, one file per resource.
+//!
+//! [`NodeCache`] is the handle the proxy holds: observations go in while
+//! the API server answers, answers come out while it does not. It does no
+//! I/O but its files.
+#![warn(missing_docs)]
+
+pub mod answer;
+pub mod facts;
+mod metrics;
+pub mod persist;
+pub mod resource;
+pub mod scope;
+pub mod state;
+pub mod token;
+pub mod wire;
+
+use std::{
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+use sitegrid_apimachinery::watch::EventType;
+use tracing::{debug, warn};
+
+pub use answer::Answer;
+pub use persist::{SealingKey, Storage, StorageError};
+pub use resource::KeptResource;
+pub use scope::Scope;
+pub use wire::Format;
+
+use state::{Lookup, State};
+use wire::{Event, Item};
+
+/// The handle on the node cache (cheap to clone).
+#[derive(Clone)]
+pub struct NodeCache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    node: String,
+    state: RwLock<State>,
+    storage: Option<Storage>,
+    /// Woken when something changed that is not on disk yet.
+    dirty: tokio::sync::Notify,
+    counters: metrics::Counters,
+    /// The bytes on disk after the last write.
+    size: AtomicU64,
+}
+
+/// Why a request cannot be answered from what is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Nothing kept answers it (never listed, or let go).
+    NotKept(String),
+    /// The resource's file was refused at start, and it has not been listed since.
+    FileRefused(KeptResource, String),
+    /// A field selector names a field the node cache does not read.
+    Unselectable(String),
+    /// The client accepts none of the formats the answer is kept in.
+    NotAcceptable(Format),
+}
+
+impl Refusal {
+    /// A sentence for the `Status` message.
+    pub fn message(&self) -> String {
+        match self {
+            Refusal::NotKept(what) => {
+                format!("the node cache holds no answer for {what}")
+            }
+            Refusal::FileRefused(resource, why) => format!(
+                "the node cache's file of {resource} was refused at start ({why}); it is kept again once the kubelet lists it through the API server"
+            ),
+            Refusal::Unselectable(field) => {
+                format!("the node cache cannot select on field {field:?}")
+            }
+            Refusal::NotAcceptable(format) => format!(
+                "the node cache holds this answer as {}, which the request does not accept",
+                format.content_type()
+            ),
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            Refusal::NotKept(_) => "not_kept",
+            Refusal::FileRefused(..) => "file_refused",
+            Refusal::Unselectable(_) => "unselectable",
+            Refusal::NotAcceptable(_) => "not_acceptable",
+        }
+    }
+}
+
+/// Where an offline watch starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchFrom {
+    /// After this resourceVersion.
+    Version(String),
+    /// With the current objects as ADDED events first (`resourceVersion` 0
+    /// or unset, or a watch-list); then, if `end_bookmark`, the bookmark
+    /// that ends them.
+    Initial {
+        /// Send the `k8s.io/initial-events-end` bookmark after them.
+        end_bookmark: bool,
+    },
+}
+
+/// An offline watch, as far as the node cache can tell it.
+#[derive(Debug, Clone)]
+pub struct OfflineWatch {
+    /// The frames' format.
+    pub format: Format,
+    /// The version the watch is at after `frames`; bookmarks carry it.
+    pub resource_version: String,
+    /// What to send first: initial events and their end, or a `410` after
+    /// which the stream ends.
+    pub frames: Vec<Bytes>,
+    /// The stream ends after `frames` (the client relists).
+    pub ends: bool,
+}
+
+/// What a flush did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Flushed {
+    /// Files written.
+    pub files: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Files that could not be written (kept dirty: tried again next time).
+    pub errors: u64,
+}
+
+impl NodeCache {
+    /// The node cache of `node`, read back from `storage` (kept in memory
+    /// only without one). A file that cannot be read back is refused whole
+    /// and logged once; the rest is served.
+    pub fn open(node: &str, storage: Option<Storage>) -> NodeCache {
+        let mut state = State::new();
+        if let Some(storage) = &storage {
+            for resource in KeptResource::ALL {
+                match storage.load_resource(node, resource) {
+                    Ok(Some(loaded)) => *state.resource_mut(resource) = loaded,
+                    Ok(None) => {}
+                    Err(why) => {
+                        warn!(%resource, dir = %storage.dir().display(), reason = %why, "node cache file refused; nothing of it is answered until the kubelet lists it again");
+                        state.resource_mut(resource).refused = Some(why);
+                    }
+                }
+            }
+            match storage.load_tokens(node) {
+                Ok(Some(tokens)) => state.tokens = tokens,
+                Ok(None) => {}
+                Err(why) => {
+                    warn!(dir = %storage.dir().display(), reason = %why, "node cache tokens refused")
+                }
+            }
+        }
+        let size = storage.as_ref().map_or(0, Storage::size);
+        NodeCache {
+            inner: Arc::new(Inner {
+                node: node.to_owned(),
+                state: RwLock::new(state),
+                storage,
+                dirty: tokio::sync::Notify::new(),
+                counters: metrics::Counters::default(),
+                size: AtomicU64::new(size),
+            }),
+        }
+    }
+
+    /// The node whose kubelet this is.
+    pub fn node(&self) -> &str {
+        &self.inner.node
+    }
+
+    // === while the API server answers ===
+
+    /// The API server answered a LIST of `scope` with `body`.
+    pub fn listed(&self, resource: KeptResource, scope: &Scope, format: Format, body: &[u8]) {
+        match wire::list(resource, format, body) {
+            Ok(list) if !list.continued => {
+                self.change(|s| {
+                    s.resource_mut(resource).replace(
+                        scope,
+                        format,
+                        &list.resource_version,
+                        list.items,
+                    )
+                });
+            }
+            // One page of several: the scope is whole only with all of them.
+            Ok(_) => self.change(|s| s.resource_mut(resource).forget(scope)),
+            Err(e) => {
+                debug!(%resource, %scope, error = %e, "a list answer not kept");
+                self.change(|s| s.resource_mut(resource).forget(scope));
+            }
+        }
+    }
+
+    /// Whether a watch of `scope` from `resource_version` continues what is
+    /// kept; if not, the proxy answers it `410 Gone` (counted here) so the
+    /// kubelet lists again through it.
+    pub fn continues(&self, resource: KeptResource, scope: &Scope, resource_version: &str) -> bool {
+        let continues = self
+            .inner
+            .state
+            .read()
+            .resource(resource)
+            .continues(scope, resource_version);
+        if !continues {
+            self.inner.counters.gaps.fetch_add(1, Ordering::Relaxed);
+        }
+        continues
+    }
+
+    /// A tee for a watch of `scope` the API server answers in `format`:
+    /// resuming the kept scope, or (`initial`) a watch-list whose initial
+    /// events replace it once their end bookmark comes.
+    pub fn watch_tee(
+        &self,
+        resource: KeptResource,
+        scope: Scope,
+        format: Format,
+        initial: bool,
+    ) -> WatchTee {
+        WatchTee {
+            cache: self.clone(),
+            resource,
+            scope,
+            format,
+            initial: initial.then(Vec::new),
+            buffer: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// The API server answered a GET of one object with `body`.
+    pub fn got(&self, resource: KeptResource, format: Format, body: &[u8]) {
+        match wire::object(resource, format, body) {
+            Ok(item) => self.change(|s| s.resource_mut(resource).got(item)),
+            Err(e) => debug!(%resource, error = %e, "an object answer not kept"),
+        }
+    }
+
+    /// The API server answered the TokenRequest `request` for
+    /// `namespace/service_account` with `response`.
+    pub fn token_issued(
+        &self,
+        namespace: &str,
+        service_account: &str,
+        request: Bytes,
+        format: Format,
+        response: Bytes,
+    ) {
+        let mut state = self.inner.state.write();
+        match state
+            .tokens
+            .keep(namespace, service_account, request, format, response)
+        {
+            Ok(()) => {
+                drop(state);
+                self.inner.dirty.notify_one();
+            }
+            Err(e) => debug!(error = %e, "a TokenRequest answer not kept"),
+        }
+    }
+
+    // === while it does not ===
+
+    /// The answer to a LIST of `request`.
+    pub fn list(
+        &self,
+        resource: KeptResource,
+        request: &Scope,
+        accept: &[Format],
+    ) -> Result<Answer, Refusal> {
+        let result = self
+            .read_scope(resource, request, accept)
+            .map(|(format, rv, items)| {
+                let items: Vec<&Item> = items.iter().collect();
+                answer::list(resource, format, &rv, &items)
+            });
+        self.count(resource, "list", &result);
+        result
+    }
+
+    /// The answer to a GET of `namespace/name` (404 when a kept scope says
+    /// it does not exist: `Ok(None)`).
+    pub fn get(
+        &self,
+        resource: KeptResource,
+        namespace: &str,
+        name: &str,
+        accept: &[Format],
+    ) -> Result<Option<Answer>, Refusal> {
+        let result = {
+            let state = self.inner.state.read();
+            let kept = state.resource(resource);
+            match kept.lookup(&(namespace.to_owned(), name.to_owned())) {
+                Lookup::Found(item) if accept.contains(&item.format) => {
+                    Ok(Some(answer::object(resource, item)))
+                }
+                Lookup::Found(item) => Err(Refusal::NotAcceptable(item.format)),
+                Lookup::Absent => Ok(None),
+                Lookup::Unknown => Err(match &kept.refused {
+                    Some(why) => Refusal::FileRefused(resource, why.clone()),
+                    None => Refusal::NotKept(format!("{resource} {namespace}/{name}")),
+                }),
+            }
+        };
+        self.count(resource, "get", &result);
+        result
+    }
+
+    /// An offline WATCH of `request` from `from`: what to send first, and
+    /// the version its bookmarks carry.
+    pub fn watch(
+        &self,
+        resource: KeptResource,
+        request: &Scope,
+        from: &WatchFrom,
+        accept: &[Format],
+    ) -> Result<OfflineWatch, Refusal> {
+        let result = self
+            .read_scope(resource, request, accept)
+            .map(|(format, rv, items)| {
+                let mut frames = Vec::new();
+                let mut ends = false;
+                match from {
+                    WatchFrom::Version(v) if *v == rv => {}
+                    WatchFrom::Version(v) => {
+                        frames.push(answer::expired(
+                            format,
+                            &format!("too old resource version: {v} ({rv})"),
+                        ));
+                        ends = true;
+                    }
+                    WatchFrom::Initial { end_bookmark } => {
+                        frames.extend(
+                            items
+                                .iter()
+                                .map(|i| answer::event(resource, EventType::Added, i)),
+                        );
+                        if *end_bookmark {
+                            frames.push(answer::bookmark(resource, format, &rv, true));
+                        }
+                    }
+                }
+                OfflineWatch {
+                    format,
+                    resource_version: rv,
+                    frames,
+                    ends,
+                }
+            });
+        self.count(resource, "watch", &result);
+        result
+    }
+
+    /// The kept answer to the TokenRequest `request` for
+    /// `namespace/service_account`, while its token is valid.
+    pub fn token(
+        &self,
+        namespace: &str,
+        service_account: &str,
+        request: &[u8],
+        accept: &[Format],
+    ) -> Result<Answer, Refusal> {
+        let state = self.inner.state.read();
+        let result = match state
+            .tokens
+            .answer(namespace, service_account, request, now_unix())
+        {
+            Some(t) if accept.contains(&t.format) => Ok(Answer {
+                status: 201,
+                content_type: t.format.content_type(),
+                body: t.response.clone(),
+            }),
+            Some(t) => Err(Refusal::NotAcceptable(t.format)),
+            None => Err(Refusal::NotKept(format!(
+                "a valid token of serviceaccount {namespace}/{service_account} for this request"
+            ))),
+        };
+        drop(state);
+        self.count_token(&result);
+        result
+    }
+
+    /// The kept objects a request selects, with the scope's format and version.
+    fn read_scope(
+        &self,
+        resource: KeptResource,
+        request: &Scope,
+        accept: &[Format],
+    ) -> Result<(Format, String, Vec<Item>), Refusal> {
+        let state = self.inner.state.read();
+        let kept = state.resource(resource);
+        let Some((scope, scope_state)) = kept.answering(request) else {
+            return Err(match &kept.refused {
+                Some(why) => Refusal::FileRefused(resource, why.clone()),
+                None => Refusal::NotKept(format!("{resource} {request}")),
+            });
+        };
+        if !accept.contains(&scope_state.format) {
+            return Err(Refusal::NotAcceptable(scope_state.format));
+        }
+        let exact = scope == request;
+        let mut items = Vec::with_capacity(scope_state.members.len());
+        for key in &scope_state.members {
+            let Some(item) = kept.objects.get(key) else {
+                continue;
+            };
+            if !exact {
+                match request.selects(resource, &item.facts) {
+                    Some(true) => {}
+                    Some(false) => continue,
+                    None => return Err(Refusal::Unselectable(request.field().to_owned())),
+                }
+            }
+            items.push(item.clone());
+        }
+        Ok((
+            scope_state.format,
+            scope_state.resource_version.clone(),
+            items,
+        ))
+    }
+
+    // === on disk ===
+
+    /// Resolves once something changed that is not on disk yet.
+    pub async fn changed(&self) {
+        self.inner.dirty.notified().await;
+    }
+
+    /// Writes every resource that changed since its last write (blocking
+    /// file I/O: call it off the async threads).
+    pub fn flush(&self) -> Flushed {
+        let Some(storage) = &self.inner.storage else {
+            return Flushed::default();
+        };
+        let mut out = Flushed::default();
+        // Copy out under the lock, write without it.
+        let (resources, tokens) = {
+            let mut state = self.inner.state.write();
+            let resources: Vec<(KeptResource, state::ResourceState)> = state
+                .resources
+                .iter_mut()
+                .filter(|(_, r)| r.dirty)
+                .map(|(k, r)| {
+                    r.dirty = false;
+                    (*k, r.clone())
+                })
+                .collect();
+            let tokens = state.tokens.dirty.then(|| {
+                state.tokens.dirty = false;
+                state.tokens.clone()
+            });
+            (resources, tokens)
+        };
+        let node = &self.inner.node;
+        for (resource, kept) in resources {
+            let written = if kept.scopes.is_empty() && kept.gotten.is_empty() {
+                storage.remove(&resource.file_name()).map(|()| 0)
+            } else {
+                storage.write_resource(node, resource, &kept)
+            };
+            match written {
+                Ok(bytes) => {
+                    out.files += 1;
+                    out.bytes += bytes;
+                }
+                Err(e) => {
+                    warn!(%resource, error = %e, "node cache file not written; trying again at the next change");
+                    self.inner.state.write().resource_mut(resource).dirty = true;
+                    out.errors += 1;
+                }
+            }
+        }
+        if let Some(tokens) = tokens {
+            match storage.write_tokens(node, &tokens) {
+                Ok(bytes) => {
+                    out.files += 1;
+                    out.bytes += bytes;
+                }
+                Err(e) => {
+                    warn!(error = %e, "node cache tokens not written; trying again at the next change");
+                    self.inner.state.write().tokens.dirty = true;
+                    out.errors += 1;
+                }
+            }
+        }
+        self.inner.size.store(storage.size(), Ordering::Relaxed);
+        self.inner.counters.written(&out);
+        out
+    }
+
+    /// Applies `f` to the state, lets go of what is no longer needed, and
+    /// wakes the writer.
+    fn change(&self, f: impl FnOnce(&mut State)) {
+        {
+            let mut state = self.inner.state.write();
+            f(&mut state);
+            state.retain(now_unix());
+        }
+        self.inner.dirty.notify_one();
+    }
+
+    fn count<T>(&self, resource: KeptResource, verb: &'static str, result: &Result<T, Refusal>) {
+        match result {
+            Ok(_) => self.inner.counters.answered(resource.plural(), verb),
+            Err(r) => self.inner.counters.refused(resource.plural(), r.reason()),
+        }
+    }
+
+    fn count_token<T>(&self, result: &Result<T, Refusal>) {
+        match result {
+            Ok(_) => self
+                .inner
+                .counters
+                .answered("serviceaccounts/token", "create"),
+            Err(r) => self
+                .inner
+                .counters
+                .refused("serviceaccounts/token", r.reason()),
+        }
+    }
+}
+
+/// Follows one watch stream the API server sends the kubelet, frame by
+/// frame, into the node cache. Bytes go in as they pass (any chunking).
+pub struct WatchTee {
+    cache: NodeCache,
+    resource: KeptResource,
+    scope: Scope,
+    format: Format,
+    /// The initial events of a watch-list, until their end bookmark.
+    initial: Option<Vec<Item>>,
+    buffer: Vec<u8>,
+    done: bool,
+}
+
+/// The largest watch frame followed (kube-apiserver's objects are at most
+/// about 1.5 MiB); a larger one stops the tee and drops the scope.
+const MAX_FRAME: usize = 16 << 20;
+
+impl WatchTee {
+    /// Takes the next bytes of the stream.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        if self.done {
+            return;
+        }
+        self.buffer.extend_from_slice(chunk);
+        loop {
+            let frame = match self.format {
+                Format::Json => match self.buffer.iter().position(|&b| b == b'\n') {
+                    Some(end) => {
+                        let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                        line
+                    }
+                    None => break,
+                },
+                Format::Protobuf => {
+                    let Some(len) = self.buffer.get(..4) else {
+                        break;
+                    };
+                    let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+                    if len > MAX_FRAME {
+                        self.give_up("a frame past the limit");
+                        return;
+                    }
+                    if self.buffer.len() < 4 + len {
+                        break;
+                    }
+                    let frame: Vec<u8> = self.buffer.drain(..4 + len).skip(4).collect();
+                    frame
+                }
+            };
+            if frame.iter().all(u8::is_ascii_whitespace) && self.format == Format::Json {
+                continue;
+            }
+            self.frame(&frame);
+            if self.done {
+                return;
+            }
+        }
+        if self.buffer.len() > MAX_FRAME {
+            self.give_up("a frame past the limit");
+        }
+    }
+
+    fn frame(&mut self, frame: &[u8]) {
+        let (resource, scope) = (self.resource, &self.scope);
+        match wire::event(resource, self.format, frame) {
+            Ok(Event::Object(event, item)) => match &mut self.initial {
+                Some(items) if event == EventType::Added => items.push(*item),
+                Some(_) => self.give_up("a change before the end of the initial events"),
+                None => self.cache.change(|s| {
+                    s.resource_mut(resource).apply(resource, scope, event, *item);
+                }),
+            },
+            Ok(Event::Bookmark {
+                resource_version,
+                initial_end,
+            }) => match self.initial.take() {
+                Some(items) if initial_end => {
+                    let format = self.format;
+                    self.cache.change(|s| {
+                        s.resource_mut(resource)
+                            .replace(scope, format, &resource_version, items)
+                    });
+                }
+                Some(items) => self.initial = Some(items),
+                None => self
+                    .cache
+                    .inner
+                    .state
+                    .write()
+                    .resource_mut(resource)
+                    .bookmark(scope, &resource_version),
+            },
+            // The stream ends; the client lists or watches again.
+            Ok(Event::Error) => self.done = true,
+            Err(e) => self.give_up(&e.to_string()),
+        }
+    }
+
+    /// Stops following and drops the scope: nothing half-followed is served.
+    fn give_up(&mut self, why: &str) {
+        debug!(resource = %self.resource, scope = %self.scope, reason = why, "a watch no longer kept");
+        let (resource, scope) = (self.resource, self.scope.clone());
+        self.cache
+            .change(|s| s.resource_mut(resource).forget(&scope));
+        self.done = true;
+        self.buffer = Vec::new();
+    }
+}
+
+fn now_unix() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests;
