@@ -93,6 +93,24 @@ pub fn negotiate_status(accept: Option<&str>) -> Option<Format> {
     best(accept, |r| r.as_.is_none().then(|| r.format()).flatten())
 }
 
+/// Whether `accept` takes a plain (not `as=`) answer in `wire` at all, not
+/// only as its first choice: a range naming it, or a wildcard (which takes
+/// any type). No `Accept` takes JSON. For an answer kept in one encoding.
+pub fn accepts(accept: Option<&str>, wire: Wire) -> bool {
+    let Some(accept) = accept.map(str::trim).filter(|a| !a.is_empty()) else {
+        return wire == Wire::Json;
+    };
+    accept.split(',').filter_map(Range::parse).any(|r| {
+        r.as_.is_none()
+            && match r.media.as_str() {
+                "*/*" | "application/*" => true,
+                "application/json" => wire == Wire::Json,
+                "application/vnd.kubernetes.protobuf" => wire == Wire::Protobuf,
+                _ => false,
+            }
+    })
+}
+
 /// The first range, in goautoneg's order, for which `pick` gives a format.
 fn best(accept: Option<&str>, pick: impl Fn(&Range<'_>) -> Option<Format>) -> Option<Format> {
     let accept = accept.map(str::trim).filter(|a| !a.is_empty());
@@ -202,6 +220,22 @@ mod tests {
         api_version: "meta.k8s.io/v1beta1",
         include: IncludeObject::Metadata,
     });
+
+    #[test]
+    fn what_an_accept_header_takes_at_all() {
+        let kubelet = Some("application/vnd.kubernetes.protobuf,application/json");
+        assert!(accepts(kubelet, Wire::Protobuf) && accepts(kubelet, Wire::Json));
+        assert!(!accepts(Some("application/json"), Wire::Protobuf));
+        assert!(!accepts(Some(KUBECTL), Wire::Protobuf));
+        assert!(accepts(Some(KUBECTL), Wire::Json), "its plain JSON range");
+        assert!(!accepts(
+            Some("application/json;as=Table;v=v1;g=meta.k8s.io"),
+            Wire::Json
+        ));
+        assert!(!accepts(Some("application/json;q=0"), Wire::Json));
+        assert!(accepts(Some("*/*"), Wire::Protobuf));
+        assert!(accepts(None, Wire::Json) && !accepts(None, Wire::Protobuf));
+    }
 
     #[test]
     fn kubectl_gets_a_table() {

@@ -12,5 +12,5 @@ pub mod testing;
 
 pub use apiserver::{
     ApiServer, ApiServerConfig, ConfigError, Egress, FeatureGates, FormEgress, Heartbeats,
-    KubernetesVersion, RequestRecord, ResourceEgress, ServerHandle,
+    KubernetesVersion, RequestRecord, ResourceEgress, ServerHandle, TlsServing,
 };

@@ -626,7 +626,8 @@ impl WatchTee {
                 Some(items) if event == EventType::Added => items.push(*item),
                 Some(_) => self.give_up("a change before the end of the initial events"),
                 None => self.cache.change(|s| {
-                    s.resource_mut(resource).apply(resource, scope, event, *item);
+                    s.resource_mut(resource)
+                        .apply(resource, scope, event, *item);
                 }),
             },
             Ok(Event::Bookmark {

@@ -10,7 +10,7 @@ use sitegrid_apimachinery::selector::LabelSelector;
 use sitegrid_runtime::{parse_duration, parse_positive_duration, serve::ConnLimits};
 
 use crate::{
-    app::ProxyOptions,
+    app::{KubeletOptions, ProxyOptions},
     gateway::Limits,
     handlers::{HandlerSettings, WatchSettings},
     http::tls::TlsFiles,
@@ -109,6 +109,32 @@ pub struct ProxyArgs {
     /// the site's group. Health and metrics stay open.
     #[arg(long = "client-group", requires = "ca_file", value_parser = parse_group)]
     pub client_groups: Vec<String>,
+    /// Serve this node's kubelet on this address (HTTPS with --cert-file and
+    /// --key-file, client certificates of --kubelet-client-ca-file): the node
+    /// cache. Point the kubelet's kubeconfig here; what it reads is kept in
+    /// --data-dir and answered while the API server is unreachable
+    /// (docs/edge-autonomy.md).
+    #[arg(long, requires_all = ["cert_file", "kubelet_client_ca_file"])]
+    pub kubelet_bind_address: Option<SocketAddr>,
+    /// CA (PEM) the kubelet's client certificate is signed by: the cluster's
+    /// (kube-apiserver's --client-ca-file, /etc/kubernetes/pki/ca.crt on kubeadm nodes).
+    #[arg(long, requires = "kubelet_bind_address")]
+    pub kubelet_client_ca_file: Option<PathBuf>,
+    /// The kubelet's client certificate (PEM), which the node cache sends its
+    /// requests upstream with; re-read when the kubelet rotates it.
+    #[arg(
+        long,
+        default_value = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+    )]
+    pub kubelet_client_certificate: PathBuf,
+    /// Its key (PEM; by default the same file, as the kubelet keeps them).
+    #[arg(long)]
+    pub kubelet_client_key: Option<PathBuf>,
+    /// Seal the node cache's files with this key (32 bytes, raw or as 64
+    /// hexadecimal digits): ChaCha20-Poly1305, so the kept Secrets and tokens
+    /// are not readable from a copy of --data-dir without the key.
+    #[arg(long, requires = "kubelet_bind_address")]
+    pub node_cache_key_file: Option<PathBuf>,
     /// Also serve /debug/cache and /debug/pprof/{profile,heap}.
     #[arg(long)]
     pub debug: bool,
@@ -190,6 +216,16 @@ impl ProxyArgs {
         opts.data_dir = (!self.data_dir.is_empty()).then(|| PathBuf::from(&self.data_dir));
         opts.snapshot_interval = self.snapshot_interval;
         opts.snapshot_wait = self.snapshot_wait;
+        opts.kubelet = self.kubelet_bind_address.map(|bind| KubeletOptions {
+            bind,
+            client_ca: self.kubelet_client_ca_file.clone().unwrap_or_default(),
+            certificate: self.kubelet_client_certificate.clone(),
+            key: self
+                .kubelet_client_key
+                .clone()
+                .unwrap_or_else(|| self.kubelet_client_certificate.clone()),
+            seal_key: self.node_cache_key_file.clone(),
+        });
         opts.limits = Limits {
             cached_inflight: self.max_requests_inflight,
             passthrough_inflight: self.max_requests_inflight,
@@ -337,6 +373,48 @@ mod tests {
         assert_eq!(opts.conn.tls_handshake_timeout, Duration::from_secs(2));
         assert!(Cli::try_parse_from(["sitegrid-proxy", "--max-watches=0"]).is_err());
         assert!(Cli::try_parse_from(["sitegrid-proxy", "--request-header-timeout=0s"]).is_err());
+    }
+
+    #[test]
+    fn the_node_cache_needs_its_port_tls_and_the_clusters_ca() {
+        let opts = Cli::try_parse_from([
+            "sitegrid-proxy",
+            "--cert-file=/tls/tls.crt",
+            "--key-file=/tls/tls.key",
+            "--kubelet-bind-address=127.0.0.1:51010",
+            "--kubelet-client-ca-file=/etc/kubernetes/pki/ca.crt",
+        ])
+        .unwrap()
+        .proxy
+        .options();
+        let kubelet = opts.kubelet.unwrap();
+        assert_eq!(kubelet.bind, "127.0.0.1:51010".parse().unwrap());
+        assert_eq!(
+            kubelet.certificate,
+            PathBuf::from("/var/lib/kubelet/pki/kubelet-client-current.pem")
+        );
+        assert_eq!(
+            kubelet.key, kubelet.certificate,
+            "the kubelet keeps both in one file"
+        );
+        assert!(Cli::try_parse_from(["sitegrid-proxy"])
+            .unwrap()
+            .proxy
+            .options()
+            .kubelet
+            .is_none());
+        for missing in [
+            vec!["sitegrid-proxy", "--kubelet-bind-address=127.0.0.1:51010"],
+            vec![
+                "sitegrid-proxy",
+                "--cert-file=/a",
+                "--key-file=/b",
+                "--kubelet-bind-address=127.0.0.1:51010",
+            ],
+            vec!["sitegrid-proxy", "--node-cache-key-file=/k"],
+        ] {
+            assert!(Cli::try_parse_from(&missing).is_err(), "{missing:?}");
+        }
     }
 
     #[test]

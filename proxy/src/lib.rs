@@ -12,6 +12,9 @@
 //!                           list/watch per kind, the node membership), their
 //!                           error accounting, the passthrough client
 //! handlers, passthrough     LIST/GET/WATCH of the cached kinds; everything else upstream
+//! kubelet                   the node cache: this node's kubelet's other requests,
+//!                           upstream as the kubelet and kept, or answered from
+//!                           sitegrid-nodecache while the API server is unreachable
 //! ops                       /healthz, /readyz, /metrics, /debug
 //! gateway                   the Tower stack: classify once, rescue, steer
 //! app, config               start-up, shutdown, flags
@@ -39,6 +42,7 @@ pub mod config;
 pub mod gateway;
 pub mod handlers;
 pub mod http;
+pub mod kubelet;
 pub mod ops;
 pub mod passthrough;
 pub mod upstream;

@@ -10,6 +10,9 @@
 //!   proxy's credentials and `Impersonate-User`/`Impersonate-Group` naming
 //!   the certificate's CN and O (the proxy's RBAC limits whom it may
 //!   impersonate); the API server authorizes that user;
+//! - this node's kubelet (on the kubelet port, see [`crate::http::caller`]):
+//!   with the kubelet's own client certificate
+//!   ([`crate::upstream::kubelet`]), none of the proxy's credentials;
 //! - with neither: with the proxy's credentials, but only for Events (what
 //!   kube-proxy sends that the cache does not answer) and the read-only
 //!   discovery, `/version` and health ([`kube_proxy_needs`]; the table in
@@ -26,15 +29,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
 use http_body_util::{LengthLimitError, Limited};
+use hyper::body::Incoming;
 use sitegrid_apimachinery::{path::ApiPath, Status};
-use sitegrid_runtime::serve::PeerCertificates;
 use tower::ServiceExt;
 use tower_http::timeout::{TimeoutBody, TimeoutError};
 use tracing::{debug, warn};
 
 use crate::{
-    http::{response, Body, BoxError},
-    upstream::Upstream,
+    http::{response, Body, BoxError, Caller},
+    upstream::{kubelet::KubeletCredentials, Upstream},
 };
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1): never forwarded.
@@ -70,6 +73,8 @@ pub struct Passthrough {
     proxy: Upstream,
     /// Without them: for requests that carry their own.
     caller: Upstream,
+    /// This node's kubelet's own credentials, for its requests (the kubelet port).
+    kubelet: Option<std::sync::Arc<KubeletCredentials>>,
     anonymous: AnonymousPassthrough,
     max_body: usize,
     /// A request body that stalls this long fails (408).
@@ -79,17 +84,6 @@ pub struct Passthrough {
 /// How long a passthrough request body may stall by default (kube-apiserver's
 /// header read timeout; a client sends a body at once).
 pub const DEFAULT_BODY_IDLE: Duration = Duration::from_secs(32);
-
-/// Who a request runs as upstream.
-#[derive(Debug, PartialEq, Eq)]
-enum Caller {
-    /// It carries its own credentials.
-    Own,
-    /// The proxy verified its client certificate: this user and groups.
-    Certificate { user: String, groups: Vec<String> },
-    /// Nothing: the proxy's identity, within [`AnonymousPassthrough`].
-    Anonymous,
-}
 
 impl Passthrough {
     /// `proxy` carries the proxy's credentials, `caller` none; bodies
@@ -103,6 +97,7 @@ impl Passthrough {
         Passthrough {
             proxy,
             caller,
+            kubelet: None,
             anonymous,
             max_body,
             body_idle: DEFAULT_BODY_IDLE,
@@ -116,26 +111,46 @@ impl Passthrough {
         self
     }
 
+    /// Requests of this node's kubelet go upstream with these credentials.
+    pub fn with_kubelet(mut self, kubelet: std::sync::Arc<KubeletCredentials>) -> Passthrough {
+        self.kubelet = Some(kubelet);
+        self
+    }
+
     /// Forwards `req` upstream as its caller, streaming the body.
     pub async fn forward<B>(&self, req: Request<B>) -> Response<Body>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
+        match self.send(req).await {
+            Ok(resp) => resp.map(Body::new),
+            Err(not) => not.into_response(),
+        }
+    }
+
+    /// Forwards `req` upstream as its caller: the API server's answer, or
+    /// why there is none.
+    pub async fn send<B>(&self, req: Request<B>) -> Result<Response<Incoming>, NotForwarded>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let refused = |status: Status| Err(NotForwarded::Answered(response::status(&status)));
         let declared = req
             .headers()
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
         if declared.is_some_and(|n| n > self.max_body as u64) {
-            return too_large(self.max_body);
+            return Err(NotForwarded::Answered(too_large(self.max_body)));
         }
         let (mut parts, body) = req.into_parts();
-        let caller = caller_of(&parts.headers, parts.extensions.get::<PeerCertificates>());
+        let caller = Caller::classified(&parts);
         if caller == Caller::Anonymous
             && self.anonymous == AnonymousPassthrough::KubeProxy
             && !kube_proxy_needs(&parts.method, parts.uri.path())
         {
-            return response::status(&forbidden(&parts.method, parts.uri.path()));
+            return refused(forbidden(&parts.method, parts.uri.path()));
         }
         // The downstream protocol (HTTP/2 from kube-proxy over TLS, say) says
         // nothing about the upstream connection's: the pooled client picks its own.
@@ -143,15 +158,31 @@ impl Passthrough {
         for h in HOP_BY_HOP {
             parts.headers.remove(h);
         }
+        let kubelet;
         let upstream = match &caller {
             Caller::Own => &self.caller,
-            Caller::Certificate { user, groups } => {
+            Caller::Certificate(subject) => {
                 strip_caller_credentials(&mut parts.headers);
-                if let Err(status) = impersonate(&mut parts.headers, user, groups) {
-                    return response::status(&status);
+                if let Err(status) = impersonate(&mut parts.headers, &subject.user, &subject.groups)
+                {
+                    return refused(status);
                 }
                 &self.proxy
             }
+            Caller::Kubelet => {
+                strip_caller_credentials(&mut parts.headers);
+                kubelet = self.kubelet.as_ref().and_then(|k| k.upstream());
+                match &kubelet {
+                    Some(upstream) => upstream,
+                    None => {
+                        return refused(Status::service_unavailable(
+                            "sitegrid-proxy has no usable client certificate of the kubelet (--kubelet-client-certificate) to pass its requests on with",
+                            10,
+                        ))
+                    }
+                }
+            }
+            Caller::Stranger(_) => return refused(stranger()),
             Caller::Anonymous => {
                 strip_caller_credentials(&mut parts.headers);
                 &self.proxy
@@ -165,7 +196,7 @@ impl Passthrough {
             .parse()
         {
             Ok(uri) => uri,
-            Err(_) => return response::status(&Status::bad_request("invalid request path")),
+            Err(_) => return refused(Status::bad_request("invalid request path")),
         };
         // Undeclared (chunked) bodies are cut off at the limit while streaming.
         let body = Body::new(Limited::new(
@@ -180,11 +211,13 @@ impl Passthrough {
             .oneshot(Request::from_parts(parts, body))
             .await
         {
-            Ok(resp) => resp.map(Body::new),
-            Err(err) if caused_by::<LengthLimitError>(&*err) => too_large(self.max_body),
+            Ok(resp) => Ok(resp),
+            Err(err) if caused_by::<LengthLimitError>(&*err) => {
+                Err(NotForwarded::Answered(too_large(self.max_body)))
+            }
             Err(err) if caused_by::<TimeoutError>(&*err) => {
                 debug!(error = %err, "passthrough request body stalled");
-                response::status(&Status::failure(
+                refused(Status::failure(
                     408,
                     Some("Timeout"),
                     format!(
@@ -193,7 +226,27 @@ impl Passthrough {
                     ),
                 ))
             }
-            Err(err) => {
+            Err(err) => Err(NotForwarded::Unreachable(err.to_string())),
+        }
+    }
+}
+
+/// Why a request got no answer from the API server.
+#[derive(Debug)]
+pub enum NotForwarded {
+    /// The proxy answered it itself (refused, too large, stalled, a bad path).
+    Answered(Response<Body>),
+    /// The API server could not be reached (or the connection broke before
+    /// its answer): `503`, or an answer from the node cache.
+    Unreachable(String),
+}
+
+impl NotForwarded {
+    /// The response to give.
+    pub fn into_response(self) -> Response<Body> {
+        match self {
+            NotForwarded::Answered(resp) => resp,
+            NotForwarded::Unreachable(err) => {
                 warn!(error = %err, "upstream unreachable for passthrough");
                 response::status(&Status::service_unavailable(
                     format!("sitegrid-proxy cannot reach the API server: {err}"),
@@ -204,36 +257,15 @@ impl Passthrough {
     }
 }
 
-/// Who sent a request: its own `Authorization` first, then a verified
-/// client certificate with a user in its CN.
-fn caller_of(headers: &HeaderMap, peer: Option<&PeerCertificates>) -> Caller {
-    if headers.contains_key(header::AUTHORIZATION) {
-        return Caller::Own;
-    }
-    match peer
-        .and_then(|p| p.0.first())
-        .and_then(|leaf| certificate_subject(leaf))
-    {
-        Some((user, groups)) => Caller::Certificate { user, groups },
-        None => Caller::Anonymous,
-    }
-}
-
-/// The user (CN) and groups (O) of a certificate, as kube-apiserver reads
-/// them; `None` without a CN.
-pub(crate) fn certificate_subject(der: &[u8]) -> Option<(String, Vec<String>)> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let subject = cert.subject();
-    let user = subject
-        .iter_common_name()
-        .find_map(|a| a.as_str().ok())
-        .filter(|cn| !cn.is_empty())?
-        .to_owned();
-    let groups = subject
-        .iter_organization()
-        .filter_map(|a| a.as_str().ok().map(str::to_owned))
-        .collect();
-    Some((user, groups))
+/// 403 for a request on the kubelet port that is not this node's kubelet.
+pub fn stranger() -> Status {
+    Status::failure(
+        403,
+        Some("Forbidden"),
+        "forbidden: the kubelet port of sitegrid-proxy serves this node's kubelet only \
+         (a client certificate of system:node:<this node> signed by --kubelet-client-ca-file, \
+         or its own bearer token)",
+    )
 }
 
 /// Drops what a caller could use to speak for someone else through the
@@ -409,27 +441,22 @@ mod tests {
 
     #[test]
     fn the_caller_is_its_token_then_its_certificate_then_nobody() {
-        let mut headers = HeaderMap::new();
-        assert_eq!(caller_of(&headers, None), Caller::Anonymous);
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::default();
-        params
-            .distinguished_name
-            .push(rcgen::DnType::OrganizationName, "edge-admins");
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "alice");
-        let cert = params.self_signed(&key).unwrap();
-        let peer = PeerCertificates(std::sync::Arc::new(vec![cert.der().clone()]));
+        use crate::http::caller::tests::request;
+        let of = |r: Request<()>| Caller::of(&r.into_parts().0);
+        assert_eq!(of(request(None, false)), Caller::Anonymous);
+        let alice = Some(("alice", &["edge-admins"][..]));
         assert_eq!(
-            caller_of(&headers, Some(&peer)),
-            Caller::Certificate {
+            of(request(alice, false)),
+            Caller::Certificate(sitegrid_runtime::serve::Subject {
                 user: "alice".into(),
                 groups: vec!["edge-admins".into()]
-            }
+            })
         );
-        headers.insert(header::AUTHORIZATION, "Bearer t".parse().unwrap());
-        assert_eq!(caller_of(&headers, Some(&peer)), Caller::Own);
+        let mut with_token = request(alice, false);
+        with_token
+            .headers_mut()
+            .insert(header::AUTHORIZATION, "Bearer t".parse().unwrap());
+        assert_eq!(of(with_token), Caller::Own);
     }
 
     #[test]

@@ -133,3 +133,29 @@ fn io_error(path: &Path, step: &'static str, source: io::Error) -> FileError {
         source,
     }
 }
+
+/// What a file looked like on disk, to notice that it changed without
+/// reading it (certificates and keys re-read when they are replaced).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStamp {
+    /// Last modification time, where the filesystem keeps one.
+    modified: Option<std::time::SystemTime>,
+    /// Size in bytes.
+    len: u64,
+    /// Inode: Kubernetes secret volumes and the kubelet's certificate
+    /// rotation swap a symlink to new files, which may match the old ones
+    /// in size and coarse mtime.
+    inode: u64,
+}
+
+impl FileStamp {
+    /// The stamp of `path` (following symlinks), or `None` if it cannot be stat'ed.
+    pub fn of(path: &Path) -> Option<FileStamp> {
+        let meta = fs::metadata(path).ok()?;
+        Some(FileStamp {
+            modified: meta.modified().ok(),
+            len: meta.len(),
+            inode: std::os::unix::fs::MetadataExt::ino(&meta),
+        })
+    }
+}

@@ -285,10 +285,63 @@ pub enum Transport {
     Tls(Arc<dyn Fn() -> tokio_rustls::TlsAcceptor + Send + Sync>),
 }
 
-/// The certificate a TLS client presented and the acceptor verified (leaf
-/// first), in the extensions of each request on that connection.
+/// The certificates a TLS client presented and the acceptor verified (leaf
+/// first), with the leaf's subject read once when the connection was made;
+/// every request on that connection carries a clone of the same value.
 #[derive(Clone, Debug)]
-pub struct PeerCertificates(pub Arc<Vec<tokio_rustls::rustls::pki_types::CertificateDer<'static>>>);
+pub struct PeerCertificates(pub Arc<Peer>);
+
+/// What [`PeerCertificates`] holds.
+#[derive(Debug)]
+pub struct Peer {
+    /// The chain, leaf first.
+    pub chain: Vec<tokio_rustls::rustls::pki_types::CertificateDer<'static>>,
+    /// The leaf's user and groups, as kube-apiserver reads them; `None`
+    /// when the leaf has no common name or does not parse.
+    pub subject: Option<Subject>,
+}
+
+/// A certificate's user (its CN) and groups (its O values), as
+/// kube-apiserver's x509 authenticator reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    /// The CN.
+    pub user: String,
+    /// The O values, in order.
+    pub groups: Vec<String>,
+}
+
+impl PeerCertificates {
+    /// The chain presented on a connection, its leaf's subject read now.
+    pub fn new(chain: Vec<tokio_rustls::rustls::pki_types::CertificateDer<'static>>) -> Self {
+        let subject = chain.first().and_then(|leaf| Subject::of(leaf));
+        PeerCertificates(Arc::new(Peer { chain, subject }))
+    }
+
+    /// The leaf's subject.
+    pub fn subject(&self) -> Option<&Subject> {
+        self.0.subject.as_ref()
+    }
+}
+
+impl Subject {
+    /// The user (CN) and groups (O) of a DER certificate; `None` without a
+    /// CN (kube-apiserver refuses such a certificate as a user too).
+    pub fn of(der: &[u8]) -> Option<Subject> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+        let subject = cert.subject();
+        let user = subject
+            .iter_common_name()
+            .find_map(|a| a.as_str().ok())
+            .filter(|cn| !cn.is_empty())?
+            .to_owned();
+        let groups = subject
+            .iter_organization()
+            .filter_map(|a| a.as_str().ok().map(str::to_owned))
+            .collect();
+        Some(Subject { user, groups })
+    }
+}
 
 /// Binds a listener, with the address in the error. Its accept queue is as
 /// long as the kernel allows (`net.core.somaxconn`), as Go's listeners are
@@ -406,7 +459,8 @@ pub async fn serve<S, B, F>(
                             .1
                             .peer_certificates()
                             .filter(|certs| !certs.is_empty())
-                            .map(|certs| PeerCertificates(Arc::new(certs.to_vec())));
+                            // Read once here, not per request.
+                            .map(|certs| PeerCertificates::new(certs.to_vec()));
                         let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                             if let Some(peer) = &peer {
                                 req.extensions_mut().insert(peer.clone());

@@ -62,6 +62,10 @@ where
                 )
             })
             .collect(),
+        client: req
+            .extensions()
+            .get::<super::ClientUser>()
+            .map(|c| c.0.clone()),
     });
     let accept = req
         .headers()
@@ -294,6 +298,11 @@ where
                 }
                 _ => Err(not_allowed()),
             }
+        }
+        Route::Token { namespace, name } if method == Method::POST => {
+            let request = read_json(req).await?;
+            super::token::issue(shared, &namespace, &name, request)
+                .map(|v| value_response(StatusCode::CREATED, &v))
         }
         Route::NotFound => Err(Status::not_found_resource()),
         _ => Err(not_allowed()),

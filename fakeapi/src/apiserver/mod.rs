@@ -42,6 +42,7 @@ mod routing;
 mod serve;
 mod store;
 mod table;
+mod token;
 mod version;
 mod watch;
 mod write;
@@ -125,6 +126,55 @@ impl ApiServerConfig {
     }
 }
 
+/// The user (CN) of the client certificate a TLS connection presented, on
+/// each of its requests.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientUser(pub String);
+
+/// What [`ApiServer::serve_tls`] serves with (PEM).
+#[derive(Debug, Clone)]
+pub struct TlsServing {
+    /// The serving certificate.
+    pub cert: String,
+    /// Its key.
+    pub key: String,
+    /// The CA client certificates are verified against.
+    pub client_ca: String,
+}
+
+impl TlsServing {
+    fn acceptor(&self) -> Result<tokio_rustls::TlsAcceptor, String> {
+        use rustls_pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(self.cert.as_bytes())
+                .collect::<Result<_, _>>()
+                .map_err(|e| e.to_string())?;
+        let key = PrivateKeyDer::from_pem_slice(self.key.as_bytes()).map_err(|e| e.to_string())?;
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in CertificateDer::pem_slice_iter(self.client_ca.as_bytes()) {
+            roots
+                .add(ca.map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| e.to_string())?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs, key)
+            .map_err(|e| e.to_string())?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+    }
+}
+
 /// One request as received.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestRecord {
@@ -138,6 +188,9 @@ pub struct RequestRecord {
     /// headers (names lower-case), in the order received. This server
     /// authorizes nothing; tests read who a proxy sent a request as.
     pub credentials: Vec<(String, String)>,
+    /// The user (CN) of the client certificate the request came with, when
+    /// served over TLS ([`ApiServer::serve_tls`]).
+    pub client: Option<String>,
 }
 
 /// State shared by the handle, the HTTP handlers and the watch streams.
@@ -211,7 +264,20 @@ impl ApiServer {
     /// Bind `addr` (tests pass 127.0.0.1:0) and serve HTTP/1.1 and h2c in a
     /// spawned task until the handle is dropped or shut down.
     pub async fn serve(&self, addr: SocketAddr) -> std::io::Result<ServerHandle> {
-        serve::serve(Arc::clone(&self.inner), addr).await
+        serve::serve(Arc::clone(&self.inner), addr, None).await
+    }
+
+    /// Serves HTTPS on `addr` with `tls`: client certificates are taken
+    /// when presented (verified against `tls.client_ca`) and their user is
+    /// recorded with each request ([`RequestRecord::client`]); nothing is
+    /// authorized by them.
+    pub async fn serve_tls(
+        &self,
+        addr: SocketAddr,
+        tls: &TlsServing,
+    ) -> std::io::Result<ServerHandle> {
+        let acceptor = tls.acceptor().map_err(std::io::Error::other)?;
+        serve::serve(Arc::clone(&self.inner), addr, Some(acceptor)).await
     }
 
     /// Create or replace `obj` (resource from its apiVersion and kind, namespace

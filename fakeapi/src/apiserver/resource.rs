@@ -55,6 +55,12 @@ pub(crate) const GRID_GROUP: &str = "superedge.io";
 /// `site.superedge.io`: site-manager's NodeUnits and NodeGroups (CRDs too:
 /// cluster-scoped, with a status subresource).
 pub(crate) const SITE_GROUP: &str = "site.superedge.io";
+/// `storage.k8s.io`: CSINodes and CSIDrivers, which every kubelet reads.
+pub(crate) const STORAGE_GROUP: &str = "storage.k8s.io";
+/// `node.k8s.io`: RuntimeClasses, which every kubelet lists.
+pub(crate) const NODE_GROUP: &str = "node.k8s.io";
+/// `coordination.k8s.io`: the kubelets' node Leases.
+pub(crate) const COORDINATION_GROUP: &str = "coordination.k8s.io";
 
 impl ResourceType {
     #[allow(clippy::too_many_arguments)]
@@ -147,6 +153,38 @@ impl Resources {
             ),
             r("nodes", "node", "Node", "", "v1", false, &["no"], true),
             r("pods", "pod", "Pod", "", "v1", true, &["po"], true),
+            // What a kubelet reads besides its pods (the node cache's kinds).
+            r("secrets", "secret", "Secret", "", "v1", true, &[], false),
+            r(
+                "serviceaccounts",
+                "serviceaccount",
+                "ServiceAccount",
+                "",
+                "v1",
+                true,
+                &["sa"],
+                false,
+            ),
+            r(
+                "persistentvolumeclaims",
+                "persistentvolumeclaim",
+                "PersistentVolumeClaim",
+                "",
+                "v1",
+                true,
+                &["pvc"],
+                true,
+            ),
+            r(
+                "persistentvolumes",
+                "persistentvolume",
+                "PersistentVolume",
+                "",
+                "v1",
+                false,
+                &["pv"],
+                true,
+            ),
             r(
                 "services",
                 "service",
@@ -216,6 +254,46 @@ impl Resources {
                 true,
                 &["sg"],
                 true,
+            ),
+            r(
+                "csinodes",
+                "csinode",
+                "CSINode",
+                STORAGE_GROUP,
+                "v1",
+                false,
+                &[],
+                false,
+            ),
+            r(
+                "csidrivers",
+                "csidriver",
+                "CSIDriver",
+                STORAGE_GROUP,
+                "v1",
+                false,
+                &[],
+                false,
+            ),
+            r(
+                "runtimeclasses",
+                "runtimeclass",
+                "RuntimeClass",
+                NODE_GROUP,
+                "v1",
+                false,
+                &[],
+                false,
+            ),
+            r(
+                "leases",
+                "lease",
+                "Lease",
+                COORDINATION_GROUP,
+                "v1",
+                true,
+                &[],
+                false,
             ),
             r(
                 "nodeunits",
@@ -391,13 +469,23 @@ mod tests {
                 EVENTS_GROUP,
                 APPS_GROUP,
                 GRID_GROUP,
+                STORAGE_GROUP,
+                NODE_GROUP,
+                COORDINATION_GROUP,
                 SITE_GROUP
             ]
         );
         let plain = Resources::new(&Profile::v1_20("v1")).without_crds();
         assert_eq!(
             plain.groups(),
-            vec![DISCOVERY_GROUP, EVENTS_GROUP, APPS_GROUP]
+            vec![
+                DISCOVERY_GROUP,
+                EVENTS_GROUP,
+                APPS_GROUP,
+                STORAGE_GROUP,
+                NODE_GROUP,
+                COORDINATION_GROUP
+            ]
         );
         assert!(plain.by_id("deploymentgrids").is_none());
         assert!(plain.by_path(SITE_GROUP, "v1alpha2", "nodeunits").is_none());

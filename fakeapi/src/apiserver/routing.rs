@@ -44,6 +44,13 @@ pub(crate) enum Route {
         /// Reached through the legacy `/watch/` prefix.
         watch: bool,
     },
+    /// A TokenRequest: `POST .../serviceaccounts/<name>/token`.
+    Token {
+        /// The service account's namespace.
+        namespace: String,
+        /// The service account.
+        name: String,
+    },
     /// Nothing is served here.
     NotFound,
 }
@@ -120,6 +127,10 @@ fn object_or_collection(
             name: (*name).to_owned(),
             status: false,
             watch,
+        },
+        [name, "token"] if rt.plural == "serviceaccounts" && !watch => Route::Token {
+            namespace: namespace.unwrap_or_default(),
+            name: (*name).to_owned(),
         },
         [name, "status"] if rt.has_status && !watch => Route::Object {
             rt: rt.idx,

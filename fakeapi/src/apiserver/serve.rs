@@ -15,7 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::{egress, faults, Body, Shared};
+use super::{egress, faults, Body, ClientUser, Shared};
 
 /// A running server. Dropping it stops the server the same way as
 /// [`ServerHandle::shutdown`], without waiting.
@@ -62,8 +62,12 @@ impl Drop for ServerHandle {
     }
 }
 
-/// Bind and spawn the accept loop.
-pub(crate) async fn serve(shared: Arc<Shared>, addr: SocketAddr) -> std::io::Result<ServerHandle> {
+/// Bind and spawn the accept loop; with `tls`, every connection is TLS.
+pub(crate) async fn serve(
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) -> std::io::Result<ServerHandle> {
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let (stop, mut stopped) = oneshot::channel::<()>();
@@ -75,7 +79,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: SocketAddr) -> std::io::Res
                 _ = &mut stopped => break,
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _peer)) => {
-                        conns.spawn(serve_connection(Arc::clone(&shared), stream));
+                        conns.spawn(serve_connection(Arc::clone(&shared), stream, tls.clone()));
                     }
                     Err(e) => {
                         // E.g. out of file descriptors: back off instead of spinning.
@@ -96,18 +100,60 @@ pub(crate) async fn serve(shared: Arc<Shared>, addr: SocketAddr) -> std::io::Res
     })
 }
 
-async fn serve_connection(shared: Arc<Shared>, stream: TcpStream) {
+async fn serve_connection(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "set_nodelay failed");
     }
-    let service = service_fn(move |req| stack(Arc::clone(&shared), req));
     let builder = auto::Builder::new(TokioExecutor::new());
-    if let Err(e) = builder
-        .serve_connection(TokioIo::new(stream), service)
-        .await
-    {
+    let served = match tls {
+        None => {
+            let service = service_fn(move |req| stack(Arc::clone(&shared), req));
+            builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+        }
+        Some(acceptor) => {
+            let stream = match acceptor.accept(stream).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(error = %e, "TLS handshake failed");
+                    return;
+                }
+            };
+            let user = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(|leaf| client_user(leaf));
+            let service = service_fn(move |mut req: Request<hyper::body::Incoming>| {
+                if let Some(u) = &user {
+                    req.extensions_mut().insert(u.clone());
+                }
+                stack(Arc::clone(&shared), req)
+            });
+            builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+        }
+    };
+    if let Err(e) = served {
         tracing::debug!(error = %e, "apiserver connection ended with an error");
     }
+}
+
+/// The CN of a DER certificate.
+fn client_user(der: &[u8]) -> Option<ClientUser> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let cn = cert
+        .subject()
+        .iter_common_name()
+        .find_map(|a| a.as_str().ok())?;
+    Some(ClientUser(cn.to_owned()))
 }
 
 /// Serve one request through the server's layers, outermost first.

@@ -63,6 +63,9 @@ async fn core_and_group_discovery() {
             "events.k8s.io",
             "apps",
             "superedge.io",
+            "storage.k8s.io",
+            "node.k8s.io",
+            "coordination.k8s.io",
             "site.superedge.io"
         ]
     );
@@ -201,7 +204,17 @@ async fn a_cluster_without_the_crds_serves_neither_grids_nor_sites() {
         .iter()
         .map(|g| g["name"].as_str().unwrap())
         .collect();
-    assert_eq!(groups, ["discovery.k8s.io", "events.k8s.io", "apps"]);
+    assert_eq!(
+        groups,
+        [
+            "discovery.k8s.io",
+            "events.k8s.io",
+            "apps",
+            "storage.k8s.io",
+            "node.k8s.io",
+            "coordination.k8s.io"
+        ]
+    );
     for path in [
         "/apis/superedge.io/v1",
         "/apis/superedge.io/v1/namespaces/default/deploymentgrids",

@@ -12,7 +12,7 @@ use http::Request;
 use sitegrid_apimachinery::Status;
 use sitegrid_runtime::serve::PeerCertificates;
 
-use crate::{http::Body, passthrough::certificate_subject};
+use crate::http::Body;
 
 /// The groups (a client certificate's O values) allowed; empty: anyone.
 #[derive(Debug, Clone, Default)]
@@ -32,14 +32,14 @@ impl ClientGroups {
         let subject = req
             .extensions()
             .get::<PeerCertificates>()
-            .and_then(|p| p.0.first())
-            .and_then(|leaf| certificate_subject(leaf));
+            .and_then(PeerCertificates::subject);
         let wanted = self.0.join(", ");
         let message = match subject {
-            Some((_, groups)) if groups.iter().any(|g| self.0.contains(g)) => return None,
-            Some((user, groups)) => format!(
+            Some(s) if s.groups.iter().any(|g| self.0.contains(g)) => return None,
+            Some(s) => format!(
                 "forbidden: this sitegrid-proxy serves clients in group {wanted} only; \
-                 the certificate of {user:?} names {groups:?}"
+                 the certificate of {:?} names {:?}",
+                s.user, s.groups
             ),
             None => format!(
                 "forbidden: this sitegrid-proxy serves clients in group {wanted} only, \
@@ -69,7 +69,7 @@ mod tests {
             let key = rcgen::KeyPair::generate().unwrap();
             let cert = params.self_signed(&key).unwrap();
             req.extensions_mut()
-                .insert(PeerCertificates(Arc::new(vec![cert.der().clone()])));
+                .insert(PeerCertificates::new(vec![cert.der().clone()]));
         }
         req
     }

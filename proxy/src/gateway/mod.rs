@@ -18,7 +18,9 @@ pub use metrics::RequestMetrics;
 pub use route::{classify, CachedNodes, Route, RouteConfig};
 pub use stack::{build, Gateway, Limits};
 
-use crate::{handlers::HandlerSettings, ops::Ops, passthrough::Passthrough};
+use crate::{
+    handlers::HandlerSettings, kubelet::KubeletBranch, ops::Ops, passthrough::Passthrough,
+};
 use sitegrid_cache::Cache;
 
 /// What the stack is built from.
@@ -41,6 +43,8 @@ pub struct GatewayConfig {
     pub nodes: CachedNodes,
     /// Who may use the proxy at all (`--client-group`).
     pub clients: ClientGroups,
+    /// The node cache's branch for this node's kubelet (None: no node cache).
+    pub kubelet: Option<KubeletBranch>,
 }
 
 impl GatewayConfig {
@@ -57,6 +61,7 @@ impl GatewayConfig {
             closing: CancellationToken::new(),
             nodes: CachedNodes::All,
             clients: ClientGroups::default(),
+            kubelet: None,
         }
     }
 }

@@ -4,9 +4,15 @@
 //! trace → rescue → classify → metrics → steer ─┬─ operator endpoints   (/healthz, /readyz, /metrics, /debug/*)
 //!                                              ├─ cached watch         (open-watch limit: 429 beyond it)
 //!                                              ├─ cached list / get    (concurrency limit + load shedding)
+//!                                              ├─ kubelet stream       (the node cache: the kubelet's other watches; the open-watch limit)
+//!                                              ├─ kubelet              (the node cache: the kubelet's other requests)
 //!                                              ├─ passthrough stream   (watch/follow of other kinds: the same open-watch limit)
 //!                                              └─ passthrough          (concurrency limit + load shedding)
 //! ```
+//!
+//! Classify also decides who the caller is ([`crate::http::Caller`]), once:
+//! steer sends this node's kubelet to the node cache and refuses strangers
+//! on the kubelet port; passthrough acts as the caller upstream.
 //!
 //! Metrics sit after classify because their labels (verb, resource) come
 //! from the route; they still see shed (429) and failed (500) requests
@@ -33,7 +39,8 @@ use super::{
 };
 use crate::{
     handlers::{self, request::CachedRequest, request::Verb},
-    http::{response, Body, BoxError},
+    http::{response, Body, BoxError, Caller},
+    kubelet::KubeletBranch,
 };
 
 /// The whole stack as one cloneable service; it never fails (errors become `Status` responses).
@@ -73,6 +80,10 @@ pub fn build(config: GatewayConfig) -> Gateway {
     let cached = cached_branch(&config);
     let upstream = passthrough_branch(&config);
     let watch_slots = WatchSlots::new(limits.watches);
+    let kubelet = config.kubelet.clone().map(|branch| {
+        let service = kubelet_branch(branch);
+        (watch_slots.guard(service.clone()), service)
+    });
     let steer = Steer {
         watch: watch_slots.guard(cached.clone()),
         // Shed instead of queueing: a client gets 429 and retries, nobody waits behind a burst.
@@ -89,6 +100,7 @@ pub fn build(config: GatewayConfig) -> Gateway {
                 .layer(ConcurrencyLimitLayer::new(limits.passthrough_inflight))
                 .service(upstream),
         ),
+        kubelet,
         ops: config.ops,
         clients: config.clients,
     };
@@ -109,7 +121,9 @@ pub fn build(config: GatewayConfig) -> Gateway {
             .map_request(move |req: Request<Body>| {
                 let (mut parts, body) = req.into_parts();
                 let route = classify(&parts, &routes);
+                let caller = Caller::of(&parts);
                 parts.extensions.insert(route);
+                parts.extensions.insert(caller);
                 Request::from_parts(parts, body)
             })
             // metrics: requests by verb, resource and code; latency of non-streaming ones.
@@ -154,6 +168,14 @@ fn passthrough_branch(config: &GatewayConfig) -> PassthroughBranch {
                 None => response::status(&sitegrid_apimachinery::Status::not_found_resource()),
             })
         }
+    }))
+}
+
+/// The node cache's branch as a service.
+fn kubelet_branch(branch: KubeletBranch) -> PassthroughBranch {
+    BoxCloneSyncService::new(tower::service_fn(move |req: Request<Body>| {
+        let branch = branch.clone();
+        async move { Ok::<_, BoxError>(branch.handle(req).await) }
     }))
 }
 

@@ -16,7 +16,7 @@ use tower::{util::BoxCloneSyncService, Service, ServiceExt};
 use super::{clients::ClientGroups, route::Route};
 use crate::{
     handlers::request::{CachedRequest, Verb},
-    http::{response, Body, BoxError},
+    http::{response, Body, BoxError, Caller},
     ops::Ops,
 };
 
@@ -36,6 +36,9 @@ pub struct Steer {
     pub stream: PassthroughBranch,
     /// Other passthrough requests.
     pub passthrough: PassthroughBranch,
+    /// The node cache: this node's kubelet's requests the cache does not
+    /// answer (its watches, its other requests).
+    pub kubelet: Option<(PassthroughBranch, PassthroughBranch)>,
     /// The operator endpoints, when served on this port.
     pub ops: Option<Ops>,
     /// Who may use the proxy (the operator endpoints excepted).
@@ -62,6 +65,10 @@ impl Service<Request<Body>> for Steer {
                 )))
             });
         };
+        let caller = req.extensions().get::<Caller>().cloned();
+        if let Some(Caller::Stranger(_)) = caller {
+            return Box::pin(async { Ok(response::status(&crate::passthrough::stranger())) });
+        }
         if !matches!(route, Route::Ops(_)) {
             if let Some(status) = self.clients.refuse(&req) {
                 let encoding = match &route {
@@ -92,8 +99,19 @@ impl Service<Request<Body>> for Steer {
                 // Routed to ops only when they are served here.
                 None => Box::pin(self.passthrough.clone().oneshot(req)),
             },
-            Route::Passthrough(p) if p.streaming => Box::pin(self.stream.clone().oneshot(req)),
-            Route::Passthrough(_) => Box::pin(self.passthrough.clone().oneshot(req)),
+            Route::Passthrough(p) => {
+                let kubelet = match (&caller, &self.kubelet) {
+                    (Some(Caller::Kubelet), Some(branches)) => Some(branches),
+                    _ => None,
+                };
+                let branch = match (kubelet, p.streaming) {
+                    (Some((stream, _)), true) => stream.clone(),
+                    (Some((_, other)), false) => other.clone(),
+                    (None, true) => self.stream.clone(),
+                    (None, false) => self.passthrough.clone(),
+                };
+                Box::pin(branch.oneshot(req))
+            }
         }
     }
 }

@@ -13,6 +13,7 @@ mod kube_proxy_start;
 mod kube_proxy_table;
 mod list_get;
 mod loopback;
+mod node_cache;
 mod offline;
 mod ops;
 mod protobuf;

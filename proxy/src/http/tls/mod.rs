@@ -7,15 +7,16 @@
 //! explicit ring [`CryptoProvider`], so it works whatever default provider
 //! (if any) other crates in the process have installed.
 
-use std::path::{Path, PathBuf};
+use std::fmt;
+use std::path::PathBuf;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, SystemTime};
-use std::{fmt, fs};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use rustls::crypto::CryptoProvider;
 use rustls::ServerConfig;
+use sitegrid_runtime::fs::FileStamp;
 use tokio::time::MissedTickBehavior;
 
 mod load;
@@ -146,32 +147,6 @@ async fn reload_loop(owner: Weak<ReloadingTls>, every: Duration) {
             }
             Err(error) => tracing::error!(%error, "TLS reload task failed"),
         }
-    }
-}
-
-/// What a file looked like on disk, to notice that it changed without reading it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct FileStamp {
-    /// Last modification time, where the filesystem keeps one.
-    modified: Option<SystemTime>,
-    /// Size in bytes.
-    len: u64,
-    /// Inode: Kubernetes secret volumes rotate by swapping a symlink to new
-    /// files, which may match the old ones in size and coarse mtime.
-    #[cfg(unix)]
-    inode: u64,
-}
-
-impl FileStamp {
-    /// The stamp of `path` (following symlinks), or `None` if it cannot be stat'ed.
-    fn of(path: &Path) -> Option<FileStamp> {
-        let meta = fs::metadata(path).ok()?;
-        Some(FileStamp {
-            modified: meta.modified().ok(),
-            len: meta.len(),
-            #[cfg(unix)]
-            inode: std::os::unix::fs::MetadataExt::ino(&meta),
-        })
     }
 }
 

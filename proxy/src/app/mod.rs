@@ -1,7 +1,10 @@
 //! Start-up and shutdown: the cache and its sync from the API server, the
 //! gateway on the serving port, the operator endpoints (on that port or their
-//! own), and TLS reloads. One cancellation token stops everything; every
+//! own), and TLS reloads; with `--kubelet-bind-address`, the node cache
+//! ([`node_cache`]). One cancellation token stops everything; every
 //! background task lives in one task set that ends with the proxy.
+
+mod node_cache;
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
@@ -25,9 +28,13 @@ use crate::{
     http::tls::{ReloadingTls, TlsError, TlsFiles},
     ops::Ops,
     passthrough::{AnonymousPassthrough, Passthrough},
-    upstream::{upstream, upstream_without_credentials},
+    upstream::{
+        health::{Health, Reachability},
+        upstream, upstream_without_credentials,
+    },
 };
 use sitegrid_cache::{self as cache, persist, Cache, CacheConfig, Codec, Locality, ResourceKind};
+use sitegrid_nodecache::NodeCache;
 
 /// What a proxy is started with besides its upstream client.
 #[derive(Debug, Clone)]
@@ -69,6 +76,23 @@ pub struct ProxyOptions {
     /// How long a restarted proxy waits for the API server before serving
     /// its snapshot (at once when the API server refuses).
     pub snapshot_wait: Duration,
+    /// Serve this node's kubelet with a node cache (None: no node cache).
+    pub kubelet: Option<KubeletOptions>,
+}
+
+/// The node cache: where the kubelet is served and with what.
+#[derive(Debug, Clone)]
+pub struct KubeletOptions {
+    /// The kubelet port.
+    pub bind: SocketAddr,
+    /// The CA its client certificate is signed by (the cluster's).
+    pub client_ca: PathBuf,
+    /// The kubelet's client certificate, to act as the kubelet upstream.
+    pub certificate: PathBuf,
+    /// Its key.
+    pub key: PathBuf,
+    /// The key the node cache's files are sealed with.
+    pub seal_key: Option<PathBuf>,
 }
 
 impl ProxyOptions {
@@ -92,6 +116,7 @@ impl ProxyOptions {
             data_dir: None,
             snapshot_interval: Duration::from_secs(60),
             snapshot_wait: Duration::from_secs(3),
+            kubelet: None,
         }
     }
 
@@ -110,6 +135,8 @@ pub struct RunningProxy {
     pub local_addr: SocketAddr,
     /// Its cache (for inspection).
     pub cache: Cache,
+    /// The kubelet port and the node cache, when served.
+    pub node_cache: Option<(SocketAddr, NodeCache)>,
     shutdown: CancellationToken,
     /// The serving loop: it ends after the grace period once `shutdown` is cancelled.
     server: JoinHandle<()>,
@@ -130,6 +157,10 @@ impl RunningProxy {
         // An error is a panicked or aborted server task: either way it is over.
         let _ = (&mut self.server).await;
         self.tasks.shutdown().await;
+        if let Some((_, cache)) = self.node_cache.take() {
+            // What changed since the last write is not lost with the process.
+            let _ = tokio::task::spawn_blocking(move || cache.flush()).await;
+        }
         if let Some(sync) = self.sync.take() {
             sync.stop(SYNC_STOP).await;
         }
@@ -155,9 +186,18 @@ pub enum StartError {
     /// The serving certificate, key or client CA is unusable.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// The kubelet's client certificate is another identity's, or unusable.
+    #[error("--kubelet-client-certificate: {0}")]
+    Kubelet(#[from] crate::upstream::kubelet::CredentialsError),
+    /// The node cache's directory or key file is unusable.
+    #[error(transparent)]
+    NodeCacheStorage(#[from] sitegrid_nodecache::StorageError),
+    /// A kubelet port without a serving certificate.
+    #[error("--kubelet-bind-address needs --cert-file and --key-file (the kubelet speaks HTTPS)")]
+    NodeCacheWithoutTls,
 }
 
-/// How often the serving certificate files are checked for changes.
+/// How often the serving certificate files (and the kubelet's) are checked for changes.
 const TLS_RELOAD_PERIOD: Duration = Duration::from_secs(10);
 
 /// Starts serving at once and syncs in the background: `/healthz` answers and
@@ -170,13 +210,26 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         .map(ReloadingTls::load)
         .transpose()?
         .map(Arc::new);
-    let passthrough = Passthrough::new(
+    let mut passthrough = Passthrough::new(
         upstream(&config)?,
         upstream_without_credentials(&config)?,
         opts.anonymous_passthrough,
         opts.max_body,
     )
     .with_body_idle_timeout(opts.conn.header_read_timeout);
+    let node_cache = match &opts.kubelet {
+        Some(k) => Some(node_cache::NodeCacheParts::load(
+            &config,
+            &opts.node_name,
+            k,
+            opts.tls.as_ref(),
+            opts.data_dir.as_deref(),
+        )?),
+        None => None,
+    };
+    if let Some(nc) = &node_cache {
+        passthrough = passthrough.with_kubelet(nc.credentials.clone());
+    }
     let listener = serve::bind(opts.bind_address).await?;
     let local_addr = listener.local_addr()?;
     let locality = opts.locality();
@@ -208,8 +261,13 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
     let mut registry = Registry::with_prefix("sitegrid_proxy");
     cache.register_metrics(&mut registry);
     let metrics = RequestMetrics::register(&mut registry);
+    if let Some(nc) = &node_cache {
+        nc.cache.register_metrics(&mut registry);
+        nc.health.register_metrics(&mut registry);
+    }
+    let health = node_cache.as_ref().map(|nc| nc.health.clone());
     let ops = Ops {
-        operator: Operator::new(registry, ready_check(cache.clone())),
+        operator: Operator::new(registry, ready_check(cache.clone(), health)),
         cache: cache.clone(),
         debug: opts.debug,
     };
@@ -224,7 +282,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
     let gateway = gateway::build(GatewayConfig {
         cache: cache.clone(),
         settings: opts.handlers,
-        passthrough: Some(passthrough),
+        passthrough: Some(passthrough.clone()),
         ops: ops_here,
         limits: opts.limits,
         metrics,
@@ -236,10 +294,35 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
             Locality::Site(_) => gateway::CachedNodes::Labels(cache.clone()),
         },
         clients: gateway::ClientGroups::new(opts.client_groups.clone()),
+        kubelet: node_cache.as_ref().map(|nc| {
+            nc.branch(
+                passthrough.clone(),
+                cache.clone(),
+                opts.handlers.watch.bookmark_interval,
+                shutdown.clone(),
+            )
+        }),
     });
     // Each connection holds a handle on the stack, each request its own copy
     // while it is dispatched (an open watch: only the handle).
     let gateway = std::sync::Arc::new(gateway);
+    let node_cache = match node_cache {
+        Some(nc) => {
+            let kept = nc.cache.clone();
+            let addr = nc
+                .run(
+                    config.clone(),
+                    gateway.clone(),
+                    opts.conn,
+                    opts.grace,
+                    &mut tasks,
+                    shutdown.clone(),
+                )
+                .await?;
+            Some((addr, kept))
+        }
+        None => None,
+    };
     let server = tokio::spawn(serve::serve(
         listener,
         move |req| dispatch(&gateway, req),
@@ -251,6 +334,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
     Ok(RunningProxy {
         local_addr,
         cache,
+        node_cache,
         shutdown,
         server,
         tasks,
@@ -313,21 +397,33 @@ fn dispatch(
 /// `/readyz`: ready once every wanted kind is served (Services and Nodes,
 /// and the endpoint kinds clients asked for); degraded while some of them
 /// are still the snapshot's.
-fn ready_check(cache: Cache) -> sitegrid_runtime::ops::ReadyCheck {
+fn ready_check(cache: Cache, health: Option<Health>) -> sitegrid_runtime::ops::ReadyCheck {
     Arc::new(move || {
+        let offline = match health.as_ref().map(Health::state) {
+            Some(Reachability::Offline(since)) => Some(format!(
+                "the API server has not answered since {}; the kubelet is answered from the node cache",
+                format_system_time(since)
+            )),
+            _ => None,
+        };
         let pending = cache.readiness().pending();
         if pending.is_empty() {
-            return Ok(cache.readiness().degraded().map(|taken| {
+            let snapshot = cache.readiness().degraded().map(|taken| {
                 format!(
                     "serving a snapshot from {}; the API server has not been reached since the start",
                     format_system_time(taken)
                 )
-            }));
+            });
+            return Ok(match (snapshot, offline) {
+                (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                (a, b) => a.or(b),
+            });
         }
         let names: Vec<&str> = pending.iter().map(|k: &ResourceKind| k.plural()).collect();
-        Err(format!(
-            "waiting for the first sync of {}",
-            names.join(", ")
-        ))
+        let waiting = format!("waiting for the first sync of {}", names.join(", "));
+        Err(match offline {
+            Some(offline) => format!("{waiting}; {offline}"),
+            None => waiting,
+        })
     })
 }

@@ -1,0 +1,164 @@
+//! Starting the node cache: the kubelet's credentials, the kept answers
+//! read back from `--data-dir`, the API server's reachability, the kubelet
+//! port, and the tasks that follow the credentials and write the kept
+//! answers to disk.
+
+use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
+
+use http::Request;
+use hyper::body::Incoming;
+use sitegrid_cache::{Cache, ResourceKind};
+use sitegrid_nodecache::{NodeCache, SealingKey, Storage};
+use sitegrid_runtime::serve::{self, ConnLimits};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::{transport, KubeletOptions, StartError, TLS_RELOAD_PERIOD};
+use crate::{
+    gateway::Gateway,
+    http::{
+        tls::{ReloadingTls, TlsFiles},
+        KubeletPort,
+    },
+    kubelet::KubeletBranch,
+    passthrough::Passthrough,
+    upstream::{
+        health::{self, Health, ProbeTimes, Thresholds},
+        kubelet::KubeletCredentials,
+    },
+};
+
+/// How long after a change the node cache's files are written: changes
+/// that come together (a pod and its Secrets) are written together, and a
+/// power cut loses at most this much.
+const WRITE_DELAY: Duration = Duration::from_secs(1);
+
+/// The node cache, started.
+pub struct NodeCacheParts {
+    /// What is kept.
+    pub cache: NodeCache,
+    /// The kubelet's credentials.
+    pub credentials: Arc<KubeletCredentials>,
+    /// The API server's reachability.
+    pub health: Health,
+    opts: KubeletOptions,
+    tls: Arc<ReloadingTls>,
+    node: Arc<str>,
+}
+
+impl NodeCacheParts {
+    /// Loads what the node cache of `node` needs; `data_dir` is
+    /// `--data-dir` (the kept answers go in its `node-cache/`).
+    pub fn load(
+        config: &kube::Config,
+        node: &str,
+        opts: &KubeletOptions,
+        serving: Option<&TlsFiles>,
+        data_dir: Option<&Path>,
+    ) -> Result<NodeCacheParts, StartError> {
+        let credentials = KubeletCredentials::new(config, node, &opts.certificate, &opts.key)?;
+        let serving = serving.ok_or(StartError::NodeCacheWithoutTls)?;
+        let tls = Arc::new(ReloadingTls::load(TlsFiles {
+            cert: serving.cert.clone(),
+            key: serving.key.clone(),
+            client_ca: Some(opts.client_ca.clone()),
+        })?);
+        let key = opts.seal_key.as_deref().map(SealingKey::read).transpose()?;
+        let storage = match data_dir {
+            Some(dir) => Some(Storage::new(&dir.join("node-cache"), key)?),
+            None => {
+                warn!("no --data-dir: the node cache is kept in memory only, and a restart offline starts with nothing");
+                None
+            }
+        };
+        let cache = NodeCache::open(node, storage);
+        Ok(NodeCacheParts {
+            cache,
+            credentials,
+            health: Health::new(Thresholds::default()),
+            opts: opts.clone(),
+            tls,
+            node: node.into(),
+        })
+    }
+
+    /// The gateway's branch for the kubelet.
+    pub fn branch(
+        &self,
+        passthrough: Passthrough,
+        served: Cache,
+        bookmark_interval: Duration,
+        closing: CancellationToken,
+    ) -> KubeletBranch {
+        let node = self.node.clone();
+        KubeletBranch {
+            cache: self.cache.clone(),
+            passthrough,
+            health: self.health.clone(),
+            node_known: Arc::new(move || served.store(ResourceKind::Nodes).get(&node).is_some()),
+            bookmark_interval,
+            closing,
+        }
+    }
+
+    /// Starts the prober, the reloaders, the writer and the kubelet port.
+    pub async fn run(
+        self,
+        config: kube::Config,
+        gateway: Arc<Gateway>,
+        limits: ConnLimits,
+        grace: Duration,
+        tasks: &mut JoinSet<()>,
+        shutdown: CancellationToken,
+    ) -> Result<SocketAddr, StartError> {
+        tasks.spawn(health::probe(
+            config,
+            self.health.clone(),
+            ProbeTimes::default(),
+            shutdown.clone(),
+        ));
+        tasks.spawn(self.credentials.reloader(TLS_RELOAD_PERIOD));
+        tasks.spawn(self.tls.reloader(TLS_RELOAD_PERIOD));
+        tasks.spawn(write_behind(self.cache.clone(), shutdown.clone()));
+        let listener = serve::bind(self.opts.bind).await?;
+        let addr = listener.local_addr()?;
+        info!(address = %addr, node = %self.node, "serving the kubelet (node cache)");
+        let port = KubeletPort {
+            node: self.node.clone(),
+        };
+        tasks.spawn(serve::serve(
+            listener,
+            move |mut req: Request<Incoming>| {
+                req.extensions_mut().insert(port.clone());
+                super::dispatch(&gateway, req)
+            },
+            transport(Some(self.tls)),
+            limits,
+            shutdown,
+            grace,
+        ));
+        Ok(addr)
+    }
+}
+
+/// Writes the node cache's files behind its changes, at most once per
+/// [`WRITE_DELAY`], off the async threads; once more when the proxy stops.
+async fn write_behind(cache: NodeCache, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = cache.changed() => {}
+            () = shutdown.cancelled() => break,
+        }
+        tokio::select! {
+            () = tokio::time::sleep(WRITE_DELAY) => {}
+            () = shutdown.cancelled() => {}
+        }
+        let c = cache.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || c.flush()).await {
+            warn!(error = %e, "node cache write task failed");
+        }
+    }
+    let c = cache.clone();
+    let _ = tokio::task::spawn_blocking(move || c.flush()).await;
+}

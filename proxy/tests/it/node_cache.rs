@@ -1,0 +1,787 @@
+//! The node cache end to end: a kubelet (this node's client certificate,
+//! over HTTPS, on the kubelet port) reads through the proxy from the
+//! in-memory API server served over HTTPS, which records who each request
+//! came as; then the API server goes away, and the kubelet gets what it
+//! read before — after a restart of the proxy too — and nothing else.
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose, SanType,
+};
+use serde_json::{json, Value};
+use sitegrid_fakeapi::{ApiServer, ApiServerConfig, ServerHandle, TlsServing};
+use sitegrid_proxy::{
+    app::{start, KubeletOptions, ProxyOptions, RunningProxy},
+    http::tls::TlsFiles,
+};
+
+const NODE: &str = "bj-1";
+/// The kubelet's Accept header (kubelet 1.20-1.35, `--kube-api-content-type`'s default).
+const KUBELET_ACCEPT: &str = "application/vnd.kubernetes.protobuf,application/json";
+const PODS: &str = "/api/v1/pods?fieldSelector=spec.nodeName%3Dbj-1&limit=500&resourceVersion=0";
+const SECRET: &str =
+    "/api/v1/namespaces/shop/secrets?fieldSelector=metadata.name%3Ddb&limit=500&resourceVersion=0";
+const CONFIG_MAP: &str =
+    "/api/v1/namespaces/shop/configmaps?fieldSelector=metadata.name%3Dsettings&limit=500&resourceVersion=0";
+const CSI_DRIVERS: &str = "/apis/storage.k8s.io/v1/csidrivers?limit=500&resourceVersion=0";
+const RUNTIME_CLASSES: &str = "/apis/node.k8s.io/v1/runtimeclasses?limit=500&resourceVersion=0";
+const CSI_NODE: &str = "/apis/storage.k8s.io/v1/csinodes/bj-1";
+const TOKEN: &str = "/api/v1/namespaces/shop/serviceaccounts/web/token";
+
+/// Two CAs, as on a real node: the cluster's (the API server's serving
+/// certificate, every kubelet's and the proxy's client certificates) and
+/// sitegrid's (the proxy's serving certificate).
+struct Pki {
+    dir: PathBuf,
+    cluster_ca: String,
+    sitegrid_ca: String,
+}
+
+impl Pki {
+    fn new(test: &str) -> Pki {
+        let dir =
+            std::env::temp_dir().join(format!("sitegrid-node-cache-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = |cn: &str| {
+            let mut p = CertificateParams::default();
+            p.distinguished_name.push(DnType::CommonName, cn);
+            p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+            CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap()
+        };
+        let cluster = ca("kubernetes");
+        let sitegrid = ca("sitegrid");
+        let write = |name: &str, pem: String| std::fs::write(dir.join(name), pem).unwrap();
+        let leaf = |issuer: &CertifiedIssuer<'_, KeyPair>,
+                    name: &str,
+                    cn: &str,
+                    groups: &[&str],
+                    server: bool| {
+            let mut p = CertificateParams::default();
+            p.distinguished_name.push(DnType::CommonName, cn);
+            for g in groups {
+                p.distinguished_name.push(DnType::OrganizationName, *g);
+            }
+            if server {
+                p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+                p.subject_alt_names = vec![SanType::IpAddress([127, 0, 0, 1].into())];
+            } else {
+                p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+            }
+            let k = KeyPair::generate().unwrap();
+            let cert = p.signed_by(&k, issuer).unwrap().pem();
+            write(&format!("{name}.crt"), cert.clone());
+            write(&format!("{name}.key"), k.serialize_pem());
+            // The kubelet keeps its rotated certificate and key in one file.
+            write(&format!("{name}.pem"), cert + &k.serialize_pem());
+        };
+        leaf(&cluster, "apiserver", "kube-apiserver", &[], true);
+        leaf(
+            &cluster,
+            "proxy",
+            "sitegrid-proxy",
+            &["system:serviceaccounts"],
+            false,
+        );
+        leaf(
+            &cluster,
+            "kubelet-bj-1",
+            "system:node:bj-1",
+            &["system:nodes"],
+            false,
+        );
+        leaf(
+            &cluster,
+            "kubelet-bj-2",
+            "system:node:bj-2",
+            &["system:nodes"],
+            false,
+        );
+        leaf(
+            &cluster,
+            "admin",
+            "kubernetes-admin",
+            &["system:masters"],
+            false,
+        );
+        leaf(&sitegrid, "serving", "sitegrid-proxy", &[], true);
+        // The kubelet's subject, signed by sitegrid's CA (what --ca-file verifies on the serving port).
+        leaf(
+            &sitegrid,
+            "fake-kubelet",
+            "system:node:bj-1",
+            &["system:nodes"],
+            false,
+        );
+        write("cluster-ca.crt", cluster.pem());
+        write("sitegrid-ca.crt", sitegrid.pem());
+        Pki {
+            cluster_ca: cluster.pem(),
+            sitegrid_ca: sitegrid.pem(),
+            dir,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).unwrap()
+    }
+
+    fn api_tls(&self) -> TlsServing {
+        TlsServing {
+            cert: self.read("apiserver.crt"),
+            key: self.read("apiserver.key"),
+            client_ca: self.cluster_ca.clone(),
+        }
+    }
+
+    /// A client of `url` trusting `ca_pem`, with `identity`'s certificate (None: none).
+    fn client(&self, url: &str, ca_pem: &str, identity: Option<&str>) -> kube::Client {
+        use base64::Engine;
+        let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
+        let mut config = kube::Config::new(url.parse().unwrap());
+        config.root_cert = Some(
+            rustls_pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes())
+                .map(|c| c.unwrap().to_vec())
+                .collect(),
+        );
+        config.default_retry = false;
+        if let Some(id) = identity {
+            config.auth_info.client_certificate_data = Some(b64(self.read(&format!("{id}.crt"))));
+            config.auth_info.client_key_data = Some(b64(self.read(&format!("{id}.key"))).into());
+        }
+        kube::Client::try_from(config).unwrap()
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+use rustls_pki_types::pem::PemObject;
+
+/// The cluster the kubelet reads: the two-site sample, and a pod of bj-1
+/// with a Secret, a ConfigMap and a service-account token.
+fn cluster() -> ApiServer {
+    let api = ApiServer::new(ApiServerConfig::default());
+    api.load_two_sites();
+    for obj in [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "web", "namespace": "shop"}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "shop"},
+               "type": "Opaque", "data": {"password": "aHVudGVyMg=="}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "shop"},
+               "data": {"mode": "edge"}}),
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "shop", "uid": "uid-web"},
+               "spec": {"nodeName": NODE, "serviceAccountName": "web",
+                        "containers": [{"name": "web", "image": "web:1",
+                            "envFrom": [{"configMapRef": {"name": "settings"}}]}],
+                        "volumes": [{"name": "db", "secret": {"secretName": "db"}}]}}),
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": NODE}, "spec": {"drivers": []}}),
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": "csi.example.com"}, "spec": {}}),
+        json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "runc"}, "handler": "runc"}),
+    ] {
+        api.apply(obj);
+    }
+    api
+}
+
+struct World {
+    pki: Pki,
+    api: ApiServer,
+    upstream: Option<ServerHandle>,
+    upstream_addr: SocketAddr,
+    data_dir: PathBuf,
+    proxy: Option<RunningProxy>,
+}
+
+impl World {
+    async fn new(test: &str) -> World {
+        let pki = Pki::new(test);
+        let api = cluster();
+        let upstream = api
+            .serve_tls("127.0.0.1:0".parse().unwrap(), &pki.api_tls())
+            .await
+            .unwrap();
+        let upstream_addr = upstream.local_addr();
+        let data_dir = pki.path("data");
+        let mut w = World {
+            pki,
+            api,
+            upstream: Some(upstream),
+            upstream_addr,
+            data_dir,
+            proxy: None,
+        };
+        w.start_proxy().await;
+        w
+    }
+
+    async fn start_proxy(&mut self) {
+        let mut config =
+            kube::Config::new(format!("https://{}", self.upstream_addr).parse().unwrap());
+        config.root_cert = Some(vec![rustls_pki_types::CertificateDer::from_pem_slice(
+            self.pki.cluster_ca.as_bytes(),
+        )
+        .unwrap()
+        .to_vec()]);
+        use base64::Engine;
+        let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
+        config.auth_info.client_certificate_data = Some(b64(self.pki.read("proxy.crt")));
+        config.auth_info.client_key_data = Some(b64(self.pki.read("proxy.key")).into());
+        let mut opts = ProxyOptions::new(NODE, "127.0.0.1:0".parse().unwrap());
+        opts.grace = Duration::from_millis(200);
+        opts.tls = Some(TlsFiles {
+            cert: self.pki.path("serving.crt"),
+            key: self.pki.path("serving.key"),
+            client_ca: Some(self.pki.path("sitegrid-ca.crt")),
+        });
+        opts.data_dir = Some(self.data_dir.clone());
+        opts.snapshot_wait = Duration::from_millis(200);
+        opts.handlers.watch.bookmark_interval = Duration::from_millis(300);
+        opts.kubelet = Some(KubeletOptions {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            client_ca: self.pki.path("cluster-ca.crt"),
+            certificate: self.pki.path("kubelet-bj-1.pem"),
+            key: self.pki.path("kubelet-bj-1.pem"),
+            seal_key: None,
+        });
+        self.proxy = Some(start(config, opts).await.unwrap());
+    }
+
+    fn proxy(&self) -> &RunningProxy {
+        self.proxy.as_ref().unwrap()
+    }
+
+    fn kubelet_url(&self) -> String {
+        format!("https://{}", self.proxy().node_cache.as_ref().unwrap().0)
+    }
+
+    /// A client of the kubelet port as `identity`.
+    fn on_kubelet_port(&self, identity: Option<&str>) -> kube::Client {
+        self.pki
+            .client(&self.kubelet_url(), &self.pki.sitegrid_ca, identity)
+    }
+
+    fn kubelet(&self) -> kube::Client {
+        self.on_kubelet_port(Some("kubelet-bj-1"))
+    }
+
+    /// The API server goes away; returns once the proxy knows.
+    async fn go_offline(&mut self) {
+        self.upstream.take().unwrap().shutdown().await;
+        self.wait_until(|r| r.contains("the kubelet is answered from the node cache"))
+            .await;
+    }
+
+    /// The API server comes back on the same address.
+    async fn come_back(&mut self) {
+        self.upstream = Some(
+            self.api
+                .serve_tls(self.upstream_addr, &self.pki.api_tls())
+                .await
+                .unwrap(),
+        );
+    }
+
+    /// Polls the proxy's /readyz until `f` holds.
+    async fn wait_until(&self, f: impl Fn(&str) -> bool) {
+        let ops = self.pki.client(
+            &format!("https://{}", self.proxy().local_addr),
+            &self.pki.sitegrid_ca,
+            Some("fake-kubelet"),
+        );
+        for _ in 0..200 {
+            let (_, body) = send(&ops, Method::GET, "/readyz", None).await;
+            if f(&String::from_utf8_lossy(&body)) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (_, body) = send(&ops, Method::GET, "/readyz", None).await;
+        panic!(
+            "readyz never satisfied the condition: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+
+    /// The users the API server saw `path` (and its query) from.
+    fn seen_as(&self, path: &str) -> Vec<Option<String>> {
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
+        self.api
+            .requests()
+            .into_iter()
+            .filter(|r| r.path == path && r.query == query)
+            .map(|r| r.client)
+            .collect()
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+/// Sends one request as the kubelet sends it; the status and body.
+async fn send(
+    client: &kube::Client,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Bytes) {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::ACCEPT, KUBELET_ACCEPT);
+    let body = match body {
+        Some(v) => {
+            req = req.header(http::header::CONTENT_TYPE, "application/json");
+            kube::client::Body::from(serde_json::to_vec(&v).unwrap())
+        }
+        None => kube::client::Body::empty(),
+    };
+    match client.send(req.body(body).unwrap()).await {
+        Ok(resp) => {
+            let status = resp.status();
+            let protobuf = resp
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .is_some_and(|v| {
+                    v.as_bytes()
+                        .starts_with(b"application/vnd.kubernetes.protobuf")
+                });
+            let body = resp.into_body().collect().await.unwrap().to_bytes();
+            if protobuf {
+                // Protobuf (the kubelet takes it first): a Status or a Service list read as JSON.
+                if let Ok(json) = sitegrid_apimachinery::protobuf::to_json::answer(&body) {
+                    return (status, Bytes::from(json));
+                }
+            }
+            (status, body)
+        }
+        Err(e) => panic!("{path}: {e}"),
+    }
+}
+
+/// A watch as the kubelet opens it, read event by event.
+struct Watch {
+    body: kube::client::Body,
+    buffer: Vec<u8>,
+}
+
+impl Watch {
+    async fn open(client: &kube::Client, path: &str) -> Watch {
+        let req = Request::get(path)
+            .header(http::header::ACCEPT, KUBELET_ACCEPT)
+            .body(kube::client::Body::empty())
+            .unwrap();
+        Watch {
+            body: client.send(req).await.unwrap().into_body(),
+            buffer: Vec::new(),
+        }
+    }
+
+    /// The next event, `None` at the end of the stream.
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                return Some(
+                    serde_json::from_slice(&line)
+                        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&line))),
+                );
+            }
+            let frame = tokio::time::timeout(Duration::from_secs(10), self.body.frame())
+                .await
+                .expect("an event within 10 s")?
+                .unwrap();
+            if let Some(data) = frame.data_ref() {
+                self.buffer.extend_from_slice(data);
+            }
+        }
+    }
+}
+
+async fn get(client: &kube::Client, path: &str) -> (StatusCode, Value) {
+    let (status, body) = send(client, Method::GET, path, None).await;
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|i| {
+            i["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+fn token_request() -> Value {
+    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+           "spec": {"audiences": ["api"], "expirationSeconds": 3607,
+                    "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "web", "uid": "uid-web"}}})
+}
+
+/// What a kubelet reads to start bj-1's pod, online; returns the answers.
+async fn kubelet_starts(w: &World) -> Vec<(String, Value)> {
+    let kubelet = w.kubelet();
+    let mut answers = Vec::new();
+    for path in [
+        PODS,
+        SECRET,
+        CONFIG_MAP,
+        CSI_DRIVERS,
+        RUNTIME_CLASSES,
+        CSI_NODE,
+    ] {
+        let (status, body) = get(&kubelet, path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+        answers.push((path.to_owned(), body));
+    }
+    let (status, body) = send(&kubelet, Method::POST, TOKEN, Some(token_request())).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    answers.push((TOKEN.to_owned(), serde_json::from_slice(&body).unwrap()));
+    answers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_kubelet_read_online_is_answered_offline_as_the_api_server_gave_it() {
+    let mut w = World::new("offline").await;
+    let online = kubelet_starts(&w).await;
+    // Upstream as the kubelet itself, with its own certificate: never as the proxy.
+    for (path, _) in &online {
+        assert_eq!(
+            w.seen_as(path),
+            [Some("system:node:bj-1".to_owned())],
+            "{path}"
+        );
+    }
+    assert_eq!(
+        names(&online[0].1),
+        ["echoserver-bj-1", "web"],
+        "bj-1's pods"
+    );
+    w.go_offline().await;
+    let kubelet = w.kubelet();
+    for (path, before) in &online[..online.len() - 1] {
+        let (status, after) = get(&kubelet, path).await;
+        assert_eq!(status, StatusCode::OK, "{path} offline: {after}");
+        match before.get("items") {
+            Some(_) => {
+                assert_eq!(names(&after), names(before), "{path}");
+                assert_eq!(
+                    after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"],
+                    "{path}: the API server's version, never one made up"
+                );
+                for (a, b) in after["items"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .zip(before["items"].as_array().unwrap())
+                {
+                    assert_eq!(a["metadata"], b["metadata"], "{path}");
+                    assert_eq!(a.get("data"), b.get("data"), "{path}");
+                    assert_eq!(a.get("spec"), b.get("spec"), "{path}");
+                }
+            }
+            None => assert_eq!(&after, before, "{path}"),
+        }
+    }
+    // The token the API server issued for this pod, not a made-up one.
+    let (status, token) = send(&kubelet, Method::POST, TOKEN, Some(token_request())).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let token: Value = serde_json::from_slice(&token).unwrap();
+    assert_eq!(
+        token["status"]["token"],
+        online.last().unwrap().1["status"]["token"]
+    );
+    // A token never asked for online is not made up offline.
+    let mut other = token_request();
+    other["spec"]["audiences"] = json!(["vault"]);
+    assert_eq!(
+        send(&kubelet, Method::POST, TOKEN, Some(other)).await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    // What the served-state cache answers anyone, it answers the kubelet too.
+    let (status, nodes) = send(
+        &kubelet,
+        Method::GET,
+        "/api/v1/nodes?fieldSelector=metadata.name%3Dbj-1&limit=500&resourceVersion=0",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    use prost::Message;
+    let list = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(&nodes[4..]).unwrap();
+    let nodes = k8s_pb::api::core::v1::NodeList::decode(list.raw.unwrap().as_slice()).unwrap();
+    let names: Vec<_> = nodes
+        .items
+        .iter()
+        .filter_map(|n| n.metadata.as_ref()?.name.clone())
+        .collect();
+    assert_eq!(names, ["bj-1"], "its own Node, from the served-state cache");
+    assert_eq!(
+        get(&kubelet, "/api/v1/services?limit=500&resourceVersion=0")
+            .await
+            .0,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offline_writes_get_503_at_once_and_the_registration_409() {
+    let mut w = World::new("writes").await;
+    kubelet_starts(&w).await;
+    w.go_offline().await;
+    let kubelet = w.kubelet();
+    for (method, path, body) in [
+        (
+            Method::PATCH,
+            "/api/v1/namespaces/shop/pods/web/status",
+            json!({"status": {"phase": "Running"}}),
+        ),
+        (
+            Method::PATCH,
+            "/api/v1/nodes/bj-1/status?timeout=10s",
+            json!({"status": {}}),
+        ),
+        (
+            Method::PUT,
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/bj-1?timeout=10s",
+            json!({}),
+        ),
+        (Method::POST, "/api/v1/namespaces/default/events", json!({})),
+        (Method::POST, "/apis/storage.k8s.io/v1/csinodes", json!({})),
+        (
+            Method::DELETE,
+            "/api/v1/namespaces/shop/pods/web",
+            json!({}),
+        ),
+    ] {
+        let (status, answer) = send(&kubelet, method.clone(), path, Some(body)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{method} {path}");
+        let answer: Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(answer["kind"], "Status");
+    }
+    let (status, answer) = send(
+        &kubelet,
+        Method::POST,
+        "/api/v1/nodes",
+        Some(json!({"metadata": {"name": NODE}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let answer: Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(answer["reason"], "AlreadyExists");
+    // Never read online: refused, not answered empty.
+    let unknown = "/api/v1/namespaces/shop/secrets?fieldSelector=metadata.name%3Dunused&limit=500&resourceVersion=0";
+    assert_eq!(
+        get(&kubelet, unknown).await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_this_nodes_kubelet_reads_what_is_kept() {
+    let mut w = World::new("identity").await;
+    kubelet_starts(&w).await;
+    w.go_offline().await;
+    // Another node's kubelet, an admin: refused on the kubelet port.
+    for stranger in ["kubelet-bj-2", "admin"] {
+        let (status, body) = get(&w.on_kubelet_port(Some(stranger)), PODS).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{stranger}: {body}");
+    }
+    // No certificate: no connection at all.
+    assert!(w
+        .on_kubelet_port(None)
+        .send(
+            Request::get(PODS)
+                .body(kube::client::Body::empty())
+                .unwrap()
+        )
+        .await
+        .is_err());
+    // The kubelet's name on a certificate of sitegrid's CA, on the serving
+    // port: an impersonated caller, never the node cache's.
+    let serving = w.pki.client(
+        &format!("https://{}", w.proxy().local_addr),
+        &w.pki.sitegrid_ca,
+        Some("fake-kubelet"),
+    );
+    assert_eq!(get(&serving, PODS).await.0, StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_restarted_offline_answers_from_disk_and_refuses_a_damaged_pod_list() {
+    let mut w = World::new("restart").await;
+    let online = kubelet_starts(&w).await;
+    w.go_offline().await;
+    w.proxy.take().unwrap().shutdown().await;
+    w.start_proxy().await;
+    w.wait_until(|r| r.contains("the kubelet is answered from the node cache"))
+        .await;
+    let (status, pods) = get(&w.kubelet(), PODS).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(names(&pods), names(&online[0].1));
+    assert_eq!(
+        pods["metadata"]["resourceVersion"],
+        online[0].1["metadata"]["resourceVersion"]
+    );
+    let files = w.data_dir.join("node-cache");
+    for (path, mode) in [
+        (files.clone(), 0o700),
+        (files.join("pods"), 0o600),
+        (files.join("secrets"), 0o600),
+    ] {
+        let m = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).unwrap().permissions(),
+        ) & 0o777;
+        assert_eq!(m, mode, "{}", path.display());
+    }
+
+    // A torn pods file: the pod list is refused, never answered empty.
+    w.proxy.take().unwrap().shutdown().await;
+    let pods_file = files.join("pods");
+    let bytes = std::fs::read(&pods_file).unwrap();
+    std::fs::write(&pods_file, &bytes[..bytes.len() - 9]).unwrap();
+    w.start_proxy().await;
+    w.wait_until(|r| r.contains("the kubelet is answered from the node cache"))
+        .await;
+    let (status, answer) = get(&w.kubelet(), PODS).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
+    assert!(
+        answer["message"].as_str().unwrap().contains("refused"),
+        "{answer}"
+    );
+    // The other files still answer.
+    assert_eq!(get(&w.kubelet(), SECRET).await.0, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pod_list_is_empty_offline_only_when_the_api_server_said_so() {
+    let mut w = World::new("empty").await;
+    // Nothing listed yet: refused.
+    w.go_offline().await;
+    assert_eq!(
+        get(&w.kubelet(), PODS).await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    // The API server answers, with no pod on this node.
+    w.come_back().await;
+    w.wait_until(|r| r == "ok").await;
+    w.api.delete("pods", Some("shop"), "web");
+    w.api.delete("pods", Some("default"), "echoserver-bj-1");
+    let (status, online) = get(&w.kubelet(), PODS).await;
+    assert_eq!(
+        (status, names(&online)),
+        (StatusCode::OK, Vec::<String>::new())
+    );
+    w.go_offline().await;
+    let (status, offline) = get(&w.kubelet(), PODS).await;
+    assert_eq!(
+        (status, names(&offline)),
+        (StatusCode::OK, Vec::<String>::new())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_is_held_offline_with_bookmarks_and_ends_when_the_api_server_is_back() {
+    let mut w = World::new("watch").await;
+    let online = kubelet_starts(&w).await;
+    let rv = online[0].1["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    w.go_offline().await;
+    let kubelet = w.kubelet();
+    let watch = format!(
+        "/api/v1/pods?allowWatchBookmarks=true&fieldSelector=spec.nodeName%3Dbj-1&resourceVersion={rv}&timeoutSeconds=300&watch=true"
+    );
+    let mut held = Watch::open(&kubelet, &watch).await;
+    // Bookmarks at the kept version while offline.
+    let event = held.next().await.unwrap();
+    assert_eq!(event["type"], "BOOKMARK");
+    assert_eq!(event["object"]["metadata"]["resourceVersion"], rv.as_str());
+    // Back online: the held watch ends, so the kubelet watches the API server.
+    w.come_back().await;
+    let ended = tokio::time::timeout(Duration::from_secs(15), async {
+        while let Some(e) = held.next().await {
+            assert_eq!(e["type"], "BOOKMARK");
+        }
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the held watch ended when the API server came back"
+    );
+    // A watch from another version than the kept list's: 410, so it lists again.
+    w.wait_until(|r| r == "ok").await;
+    let stale = watch.replace(&format!("resourceVersion={rv}"), "resourceVersion=1");
+    let (status, frame) = send(&kubelet, Method::GET, &stale, None).await;
+    assert_eq!(status, StatusCode::OK);
+    // One protobuf watch frame (the kubelet takes protobuf first): its length, then the event.
+    let len = u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
+    assert_eq!(frame.len(), 4 + len, "one event, then the end");
+    let event: Value = serde_json::from_slice(
+        &sitegrid_apimachinery::protobuf::to_json::watch_event(&frame[4..]).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (event["type"].as_str(), event["object"]["code"].as_u64()),
+        (Some("ERROR"), Some(410))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_no_pod_uses_any_more_is_let_go() {
+    let mut w = World::new("retain").await;
+    kubelet_starts(&w).await;
+    let kubelet = w.kubelet();
+    // The kubelet watches its pods from the list; the pod goes.
+    let (_, pods) = get(&kubelet, PODS).await;
+    let rv = pods["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let watch = format!("/api/v1/pods?allowWatchBookmarks=true&fieldSelector=spec.nodeName%3Dbj-1&resourceVersion={rv}&watch=true");
+    let mut watch = Watch::open(&kubelet, &watch).await;
+    w.api.delete("pods", Some("shop"), "web");
+    loop {
+        let event = watch.next().await.expect("the deletion");
+        if event["type"] == "DELETED" && event["object"]["metadata"]["name"] == "web" {
+            break;
+        }
+    }
+    w.go_offline().await;
+    assert_eq!(
+        get(&kubelet, SECRET).await.0,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "no longer kept"
+    );
+    let expected: Vec<String> = names(&pods).into_iter().filter(|n| n != "web").collect();
+    assert_eq!(names(&get(&kubelet, PODS).await.1), expected);
+}
