@@ -11,6 +11,7 @@ mod https;
 mod kube_proxy_model;
 mod kube_proxy_start;
 mod kube_proxy_table;
+mod kubelet_table;
 mod list_get;
 mod loopback;
 mod node_cache;

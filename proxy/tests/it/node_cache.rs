@@ -20,9 +20,9 @@ use sitegrid_proxy::{
     http::tls::TlsFiles,
 };
 
-const NODE: &str = "bj-1";
+pub(crate) const NODE: &str = "bj-1";
 /// The kubelet's Accept header (kubelet 1.20-1.35, `--kube-api-content-type`'s default).
-const KUBELET_ACCEPT: &str = "application/vnd.kubernetes.protobuf,application/json";
+pub(crate) const KUBELET_ACCEPT: &str = "application/vnd.kubernetes.protobuf,application/json";
 const PODS: &str = "/api/v1/pods?fieldSelector=spec.nodeName%3Dbj-1&limit=500&resourceVersion=0";
 const SECRET: &str =
     "/api/v1/namespaces/shop/secrets?fieldSelector=metadata.name%3Ddb&limit=500&resourceVersion=0";
@@ -173,8 +173,8 @@ use rustls_pki_types::pem::PemObject;
 
 /// The cluster the kubelet reads: the two-site sample, and a pod of bj-1
 /// with a Secret, a ConfigMap and a service-account token.
-fn cluster() -> ApiServer {
-    let api = ApiServer::new(ApiServerConfig::default());
+fn cluster(version: sitegrid_fakeapi::KubernetesVersion) -> ApiServer {
+    let api = ApiServer::new(ApiServerConfig::for_version(version));
     api.load_two_sites();
     for obj in [
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "web", "namespace": "shop"}}),
@@ -186,7 +186,12 @@ fn cluster() -> ApiServer {
                "spec": {"nodeName": NODE, "serviceAccountName": "web",
                         "containers": [{"name": "web", "image": "web:1",
                             "envFrom": [{"configMapRef": {"name": "settings"}}]}],
-                        "volumes": [{"name": "db", "secret": {"secretName": "db"}}]}}),
+                        "volumes": [{"name": "db", "secret": {"secretName": "db"}},
+                                    {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}}),
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "shop"},
+               "spec": {"volumeName": "pv-data", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}),
+        json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-data"},
+               "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/data"}}}),
         json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": NODE}, "spec": {"drivers": []}}),
         json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": "csi.example.com"}, "spec": {}}),
         json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "runc"}, "handler": "runc"}),
@@ -196,9 +201,9 @@ fn cluster() -> ApiServer {
     api
 }
 
-struct World {
+pub(crate) struct World {
     pki: Pki,
-    api: ApiServer,
+    pub(crate) api: ApiServer,
     upstream: Option<ServerHandle>,
     upstream_addr: SocketAddr,
     data_dir: PathBuf,
@@ -207,8 +212,13 @@ struct World {
 
 impl World {
     async fn new(test: &str) -> World {
+        World::playing(test, sitegrid_fakeapi::KubernetesVersion::V1_20).await
+    }
+
+    /// A world whose API server plays `version`.
+    pub(crate) async fn playing(test: &str, version: sitegrid_fakeapi::KubernetesVersion) -> World {
         let pki = Pki::new(test);
-        let api = cluster();
+        let api = cluster(version);
         let upstream = api
             .serve_tls("127.0.0.1:0".parse().unwrap(), &pki.api_tls())
             .await
@@ -259,7 +269,7 @@ impl World {
         self.proxy = Some(start(config, opts).await.unwrap());
     }
 
-    fn proxy(&self) -> &RunningProxy {
+    pub(crate) fn proxy(&self) -> &RunningProxy {
         self.proxy.as_ref().unwrap()
     }
 
@@ -268,17 +278,17 @@ impl World {
     }
 
     /// A client of the kubelet port as `identity`.
-    fn on_kubelet_port(&self, identity: Option<&str>) -> kube::Client {
+    pub(crate) fn on_kubelet_port(&self, identity: Option<&str>) -> kube::Client {
         self.pki
             .client(&self.kubelet_url(), &self.pki.sitegrid_ca, identity)
     }
 
-    fn kubelet(&self) -> kube::Client {
+    pub(crate) fn kubelet(&self) -> kube::Client {
         self.on_kubelet_port(Some("kubelet-bj-1"))
     }
 
     /// The API server goes away; returns once the proxy knows.
-    async fn go_offline(&mut self) {
+    pub(crate) async fn go_offline(&mut self) {
         self.upstream.take().unwrap().shutdown().await;
         self.wait_until(|r| r.contains("the kubelet is answered from the node cache"))
             .await;
@@ -316,7 +326,7 @@ impl World {
     }
 
     /// The users the API server saw `path` (and its query) from.
-    fn seen_as(&self, path: &str) -> Vec<Option<String>> {
+    pub(crate) fn seen_as(&self, path: &str) -> Vec<Option<String>> {
         let (path, query) = path.split_once('?').unwrap_or((path, ""));
         self.api
             .requests()
@@ -334,7 +344,7 @@ impl Drop for World {
 }
 
 /// Sends one request as the kubelet sends it; the status and body.
-async fn send(
+pub(crate) async fn send(
     client: &kube::Client,
     method: Method,
     path: &str,
@@ -435,7 +445,7 @@ fn names(list: &Value) -> Vec<String> {
         .collect()
 }
 
-fn token_request() -> Value {
+pub(crate) fn token_request() -> Value {
     json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
            "spec": {"audiences": ["api"], "expirationSeconds": 3607,
                     "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "web", "uid": "uid-web"}}})
