@@ -257,6 +257,14 @@ impl Status {
         s
     }
 
+    /// 503 `ServiceUnavailable` without `Retry-After`: the client is not
+    /// asked to come back (client-go retries a 5xx that carries one up to ten
+    /// times inside the request, holding its caller), it gets its error at
+    /// once and decides itself.
+    pub fn unavailable_now(message: impl Into<String>) -> Self {
+        Self::failure(503, Some("ServiceUnavailable"), message)
+    }
+
     /// The compact JSON body followed by `\n`, as kube-apiserver writes it.
     pub fn to_json(&self) -> Vec<u8> {
         // Serializing a struct of strings, integers and vectors cannot fail.

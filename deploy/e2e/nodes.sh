@@ -190,8 +190,7 @@ CNI
 
 # node_boot NODE: the node's mount namespace (holder process), containerd, then kubelet.
 node_boot() {
-    local node=$1 dir=$NODES_DIR/$1 ip bind binds=() mp
-    ip=$(node_ip "$node")
+    local node=$1 dir=$NODES_DIR/$1 bind binds=() mp
     node_cgroup_make "$NODES_CGROUP/$node/system"
     for bind in "${NODE_BINDS[@]}"; do
         mp=${bind% *}
@@ -212,6 +211,25 @@ node_boot() {
     node_spawn "$node" containerd containerd --config "$dir/containerd.toml"
     retry 30 test -S "$dir/run-containerd/containerd.sock" || fail "node $node: containerd does not start (containerd-$node.log)"
     retry 30 node_ctr "$node" version || fail "node $node: containerd does not answer"
+    # The images, once (containerd keeps them on the node's disk), before the kubelet: its
+    # static pods' images are there when it starts them.
+    if [[ ! -e $dir/images-imported ]]; then
+        local tar
+        for tar in "$NODES_DIR"/images/*.tar; do
+            [[ -e $tar ]] || continue
+            node_ctr "$node" images import "$tar" >/dev/null || fail "node $node: import $tar"
+        done
+        touch "$dir/images-imported"
+    fi
+    node_kubelet "$node"
+}
+
+# node_kubelet NODE: the node's kubelet (its kubeconfig: $NODES_DIR/NODE/kubelet.kubeconfig), healthy;
+# when it started is in $NODES_DIR/NODE/kubelet-started.
+node_kubelet() {
+    local node=$1 dir=$NODES_DIR/$1 ip
+    ip=$(node_ip "$node")
+    date +%s.%N >"$dir/kubelet-started"
     node_spawn "$node" kubelet "$SITEGRID_K8S_BIN/kubelet" \
         --kubeconfig="$dir/kubelet.kubeconfig" --hostname-override="$node" --node-ip="$ip" \
         --container-runtime=remote --container-runtime-endpoint=unix:///run/containerd/containerd.sock \
@@ -224,6 +242,24 @@ node_boot() {
         --image-gc-high-threshold=100 --image-gc-low-threshold=99 --eviction-hard= \
         --v=1
     retry 60 in_node "$node" curl -sf http://127.0.0.1:10248/healthz || fail "node $node: kubelet is not healthy (kubelet-$node.log)"
+}
+
+# node_kubelet_pid NODE: the PID of NODE's kubelet.
+node_kubelet_pid() {
+    local pid
+    for pid in $(node_pids "$1"); do
+        [[ $(cat "/proc/$pid/comm" 2>/dev/null) == kubelet ]] && echo "$pid"
+    done | head -1
+}
+
+# node_kubelet_restart NODE: the kubelet stopped (SIGTERM) and started again; containers keep running.
+node_kubelet_restart() {
+    local pid
+    pid=$(node_kubelet_pid "$1")
+    [[ -n $pid ]] || fail "node $1: no kubelet to restart"
+    kill "$pid"
+    retry 20 pid_gone "$pid" || kill -KILL "$pid" 2>/dev/null || true
+    node_kubelet "$1"
 }
 
 # node_spawn NODE NAME CMD...: CMD as a process of NODE (its cgroup, its namespaces), log NAME-NODE.log.
@@ -239,7 +275,7 @@ node_spawn() {
 
 # node_add NODE IP PODNET: a new node, up and Ready (its images imported from $NODES_DIR/images).
 node_add() {
-    local node=$1 ip=$2 podnet=$3 tar
+    local node=$1 ip=$2 podnet=$3
     mkdir -p "$NODES_DIR"
     [[ -f $NODES_DIR/sysctls ]] || for s in "${NODES_SYSCTLS[@]}"; do echo "$s $(cat "/proc/sys/$s")"; done >"$NODES_DIR/sysctls"
     ip netns list | grep -qw "$FABRIC" || fabric_up
@@ -247,9 +283,6 @@ node_add() {
     node_files "$node" "$ip" "$podnet" || fail "node $node: its files"
     node_net "$node" "$ip"
     node_boot "$node"
-    for tar in "$NODES_DIR"/images/*.tar; do
-        node_ctr "$node" images import "$tar" >/dev/null || fail "node $node: import $tar"
-    done
 }
 
 # node_images_import NODE TAR...: more images into NODE's containerd.
@@ -289,8 +322,11 @@ node_pod_cgroup() { find "/sys/fs/cgroup/memory/$NODES_CGROUP/$1" -maxdepth 3 -t
 nodes_cleanup() {
     local node line nodes=()
     [[ -d $NODES_DIR ]] || return 0
-    # What the scenario's client pods wrote, kept with the logs.
+    # What the scenario's client pods wrote, and the containers' logs, kept with the logs.
     cp "$NODES_DIR"/*/e2e/*.log "$SITEGRID_E2E_LOGS/" 2>/dev/null
+    for node in "$NODES_DIR"/*/; do
+        [[ -d $node/log-pods ]] && cp -r "$node/log-pods" "$SITEGRID_E2E_LOGS/pods-$(basename "$node")" 2>/dev/null
+    done
     [[ -f $NODES_DIR/nodes ]] && mapfile -t nodes < <(awk '{print $1}' "$NODES_DIR/nodes")
     for node in "${nodes[@]}"; do
         node_kill "$node" 2>/dev/null

@@ -23,20 +23,17 @@
 # can fail says so with `|| fail`.)
 # shellcheck source-path=SCRIPTDIR source=../nodes.sh
 source "$E2E_DIR/nodes.sh"
+# shellcheck source-path=SCRIPTDIR source=../real.sh
+source "$E2E_DIR/real.sh"
 ROOT=$SITEGRID_E2E_ROOT
-TAG=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1)
+TAG=$REAL_TAG
 SEEDS=$ROOT/controller/tests/fixtures
 trap 'nodes_cleanup' EXIT
 T0=$SECONDS
 
 # --- a plain cluster, four real nodes --------------------------------------------------
 
-"$E2E_DIR/cluster.sh" down >/dev/null 2>&1 || true
-"$E2E_DIR/cluster.sh" up >/dev/null 2>"$SITEGRID_E2E_LOGS/cluster-80.log" || fail "control plane: $(tail -3 "$SITEGRID_E2E_LOGS/cluster-80.log")"
-WORK=$SITEGRID_E2E_RUN/real
-mkdir -p "$WORK" "$NODES_DIR/images"
-"$E2E_DIR/node-images.sh" "$NODES_DIR/images" "$TAG" >"$SITEGRID_E2E_LOGS/node-images.log" 2>&1 ||
-    fail "node images: $(tail -3 "$SITEGRID_E2E_LOGS/node-images.log")"
+real_plane
 node_add bj-1 192.0.2.11 10.0.11.0/24
 node_add bj-2 192.0.2.12 10.0.12.0/24
 node_add gz-1 192.0.2.21 10.0.21.0/24
@@ -49,141 +46,16 @@ kubectl wait --for=condition=Ready --timeout=60s node/bj-1 node/bj-2 node/gz-1 n
 log "a plain control plane and four Ready nodes after $((SECONDS - T0)) s"
 
 # --- kube-proxy as kubeadm 1.20 leaves it ---------------------------------------------
-# (cmd/kubeadm/app/phases/addons/proxy: ServiceAccount, binding to system:node-proxier,
-# ConfigMap kube-proxy with config.conf and kubeconfig.conf, the DaemonSet). Its
-# kubeconfig reaches the API server's own address, its ServiceAccount's token.
-kubectl apply -f - >/dev/null <<'KP' || fail "kubeadm's kube-proxy"
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: kube-proxy, namespace: kube-system}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: kubeadm:node-proxier}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:node-proxier}
-subjects: [{kind: ServiceAccount, name: kube-proxy, namespace: kube-system}]
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: kube-proxy, namespace: kube-system, labels: {app: kube-proxy}}
-data:
-  kubeconfig.conf: |-
-    apiVersion: v1
-    kind: Config
-    clusters:
-    - cluster:
-        certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
-        server: https://192.0.2.1:6443
-      name: default
-    contexts:
-    - context: {cluster: default, namespace: default, user: default}
-      name: default
-    current-context: default
-    users:
-    - name: default
-      user:
-        tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
-  config.conf: |-
-    apiVersion: kubeproxy.config.k8s.io/v1alpha1
-    kind: KubeProxyConfiguration
-    clientConnection:
-      kubeconfig: /var/lib/kube-proxy/kubeconfig.conf
-    clusterCIDR: 10.0.0.0/16
-    mode: iptables
-    # A node here is a network namespace: conntrack's table size is the host's, not its own.
-    conntrack:
-      maxPerCore: 0
----
-apiVersion: apps/v1
-kind: DaemonSet
-metadata: {name: kube-proxy, namespace: kube-system, labels: {k8s-app: kube-proxy}}
-spec:
-  selector: {matchLabels: {k8s-app: kube-proxy}}
-  updateStrategy: {type: RollingUpdate}
-  template:
-    metadata: {labels: {k8s-app: kube-proxy}}
-    spec:
-      priorityClassName: system-node-critical
-      containers:
-      - name: kube-proxy
-        image: k8s.gcr.io/kube-proxy:v1.20.2
-        imagePullPolicy: IfNotPresent
-        command: [/usr/local/bin/kube-proxy, --config=/var/lib/kube-proxy/config.conf, --hostname-override=$(NODE_NAME)]
-        securityContext: {privileged: true}
-        volumeMounts:
-        - {mountPath: /var/lib/kube-proxy, name: kube-proxy}
-        - {mountPath: /run/xtables.lock, name: xtables-lock, readOnly: false}
-        - {mountPath: /lib/modules, name: lib-modules, readOnly: true}
-        env:
-        - name: NODE_NAME
-          valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
-      hostNetwork: true
-      serviceAccountName: kube-proxy
-      volumes:
-      - {name: kube-proxy, configMap: {name: kube-proxy}}
-      - {name: xtables-lock, hostPath: {path: /run/xtables.lock, type: FileOrCreate}}
-      - {name: lib-modules, hostPath: {path: /lib/modules}}
-      tolerations:
-      - {key: CriticalAddonsOnly, operator: Exists}
-      - {operator: Exists}
-      nodeSelector: {kubernetes.io/os: linux}
-KP
-kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=120s >/dev/null || fail "kubeadm's kube-proxy never rolled out"
+real_kube_proxy
 
 # --- README, "Deploy on a cluster" -------------------------------------------------------
-# A copy of deploy/ (the example overlay's certificates stay out of the source tree), with
-# the e2e overlay (imagePullPolicy Never) at deploy/overlays/e2e.
-rsync -a --exclude /e2e --exclude /overlays/example/certs "$ROOT/deploy/" "$WORK/deploy/" || fail "copy of deploy/"
-cp -r "$E2E_DIR/overlay" "$WORK/deploy/overlays/e2e" || fail "the e2e overlay"
-CERTS=$WORK/deploy/overlays/example/certs
-# 2. Certificates.
-"$SITEGRID_CERTS_BIN" init --out "$CERTS" >/dev/null || fail "sitegrid-certs init"
-"$SITEGRID_CERTS_BIN" server --out "$CERTS" >/dev/null || fail "sitegrid-certs server"
-"$SITEGRID_CERTS_BIN" client kube-proxy --user system:kube-proxy --out "$CERTS" >/dev/null || fail "sitegrid-certs client"
-# 3. Sites: the seed's NodeUnits by label (rack), NodeGroup location; the controller labels the nodes.
 kubectl label node bj-1 bj-2 rack=bj >/dev/null || fail "label rack=bj"
 kubectl label node gz-1 gz-2 rack=gz >/dev/null || fail "label rack=gz"
 # The app's beijing pods all on bj-1: the reboots of bj-2 below take none of them.
 kubectl cordon bj-2 >/dev/null || fail "cordon bj-2"
-# 4. The CRDs first.
-kubectl apply -k "$WORK/deploy/crds" >/dev/null || fail "kubectl apply -k deploy/crds"
-kubectl wait --for condition=established --timeout=30s crd/deploymentgrids.superedge.io crd/servicegrids.superedge.io \
-    crd/statefulsetgrids.superedge.io crd/nodeunits.site.superedge.io crd/nodegroups.site.superedge.io >/dev/null ||
-    fail "CRDs not established"
-kubectl apply -f - >/dev/null <<'UNITS' || fail "the NodeUnits and the NodeGroup"
-apiVersion: site.superedge.io/v1alpha2
-kind: NodeUnit
-metadata: {name: beijing}
-spec:
-  type: edge
-  selector: {matchLabels: {rack: bj}}
----
-apiVersion: site.superedge.io/v1alpha2
-kind: NodeUnit
-metadata: {name: guangzhou}
-spec:
-  type: edge
-  selector: {matchLabels: {rack: gz}}
----
-apiVersion: site.superedge.io/v1alpha2
-kind: NodeGroup
-metadata: {name: location}
-spec:
-  nodeUnits: [beijing, guangzhou]
-UNITS
-# The proxy's upstream: the API server's own address (README, "The proxy's upstream").
-kubectl -n kube-system create configmap sitegrid-proxy-upstream \
-    --from-literal=KUBERNETES_SERVICE_HOST=192.0.2.1 --from-literal=KUBERNETES_SERVICE_PORT=6443 >/dev/null || fail "ConfigMap sitegrid-proxy-upstream"
 applied=$SECONDS
-kubectl apply -k "$WORK/deploy/overlays/e2e" >"$WORK/apply.txt" 2>&1 || fail "kubectl apply -k the example overlay: $(cat "$WORK/apply.txt")"
-for ds in sitegrid-proxy sitegrid-dnsd; do
-    kubectl -n kube-system rollout status "daemonset/$ds" --timeout=180s >/dev/null || fail "daemonset $ds never rolled out"
-done
-kubectl -n kube-system rollout status deployment/sitegrid-controller --timeout=180s >/dev/null || fail "sitegrid-controller never rolled out"
-sitegrid_ready=$((SECONDS - applied))
-# 5. kube-proxy -> sitegrid-proxy.
-kubectl -n kube-system patch daemonset kube-proxy --patch-file "$WORK/deploy/kube-proxy/patch.yaml" >/dev/null || fail "the kube-proxy patch"
-kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=180s >/dev/null || fail "the patched kube-proxy never rolled out"
+real_sitegrid beijing=bj guangzhou=gz
+sitegrid_ready=$SITEGRID_READY
 location() { kubectl get nodes -L location --no-headers | awk '{print $1 "=" $NF}' | paste -sd' '; }
 expect_within 30 "nodes' location from the NodeUnits" "bj-1=beijing bj-2=beijing gz-1=guangzhou gz-2=guangzhou" location
 for site in beijing guangzhou; do
@@ -496,7 +368,4 @@ pid=$(find "$cg" -name cgroup.procs -exec cat {} + | while read -r p; do [[ $(ca
 echo "figures: sitegrid-proxy pod on bj-1 (memory cgroup $(basename "$cg")): total_rss $(mib total_rss), total_mapped_file $(mib total_mapped_file), usage_in_bytes $(awk '{printf "%.1f MiB", $1 / 1048576}' "$cg/memory.usage_in_bytes"); the process's VmRSS $(awk '/^VmRSS/ {printf "%.1f MiB", $2 / 1024}' "/proc/$pid/status")"
 
 # --- the sample's cluster back for later scenarios ----------------------------------------------
-nodes_cleanup
-"$E2E_DIR/cluster.sh" down >/dev/null 2>&1
-"$E2E_DIR/cluster.sh" up >/dev/null 2>>"$SITEGRID_E2E_LOGS/cluster-80.log" || fail "control plane after the scenario"
-"$E2E_DIR/sample.sh" >/dev/null || fail "sample.sh after the scenario"
+real_back

@@ -187,7 +187,7 @@ pub enum StartError {
     #[error(transparent)]
     Tls(#[from] TlsError),
     /// The kubelet's client certificate is another identity's, or unusable.
-    #[error("--kubelet-client-certificate: {0}")]
+    #[error("--kubelet-client-certificate")]
     Kubelet(#[from] crate::upstream::kubelet::CredentialsError),
     /// The node cache's directory or key file is unusable.
     #[error(transparent)]
@@ -252,6 +252,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         tasks.spawn(serve_snapshot_when_offline(
             cache.clone(),
             opts.snapshot_wait,
+            node_cache.as_ref().map(|nc| nc.health.clone()),
         ));
     }
     if let Some(tls) = &tls {
@@ -343,11 +344,20 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
 }
 
 /// Serves the restored snapshot once the API server has refused or failed
-/// to answer, or `wait` passed without a first sync.
-async fn serve_snapshot_when_offline(cache: Cache, wait: Duration) {
+/// to answer (or the node cache's probe found it unreachable), or `wait`
+/// passed without a first sync.
+async fn serve_snapshot_when_offline(cache: Cache, wait: Duration, health: Option<Health>) {
+    let offline = async {
+        match &health {
+            Some(h) => h.offline().await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         () = tokio::time::sleep(wait) => {}
         () = cache.readiness().unreachable() => {}
+        // Known to be unreachable (the node cache's probe): no need to wait.
+        () = offline => {}
     }
     let kinds = cache.readiness().serve_restored();
     if let (false, Some(taken)) = (kinds.is_empty(), cache.readiness().restored_from()) {

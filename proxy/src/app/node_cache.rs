@@ -99,6 +99,7 @@ impl NodeCacheParts {
             node_known: Arc::new(move || served.store(ResourceKind::Nodes).get(&node).is_some()),
             bookmark_interval,
             closing,
+            node_read: crate::kubelet::NodeRead::default(),
         }
     }
 

@@ -26,7 +26,7 @@ use tower::{
     limit::ConcurrencyLimitLayer, load_shed::LoadShedLayer, util::BoxCloneSyncService,
     ServiceBuilder, ServiceExt,
 };
-use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
+use tower_http::trace::{DefaultMakeSpan, DefaultOnFailure, DefaultOnResponse, TraceLayer};
 use tracing::Level;
 
 use super::{
@@ -80,6 +80,7 @@ pub fn build(config: GatewayConfig) -> Gateway {
     let cached = cached_branch(&config);
     let upstream = passthrough_branch(&config);
     let watch_slots = WatchSlots::new(limits.watches);
+    let node_read = config.kubelet.as_ref().map(|b| b.node_read.clone());
     let kubelet = config.kubelet.clone().map(|branch| {
         let service = kubelet_branch(branch);
         (watch_slots.guard(service.clone()), service)
@@ -101,6 +102,7 @@ pub fn build(config: GatewayConfig) -> Gateway {
                 .service(upstream),
         ),
         kubelet,
+        node_read,
         ops: config.ops,
         clients: config.clients,
     };
@@ -113,7 +115,10 @@ pub fn build(config: GatewayConfig) -> Gateway {
                 TraceLayer::new_for_http()
                     .make_span_with(DefaultMakeSpan::new().level(Level::DEBUG))
                     .on_request(())
-                    .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
+                    .on_response(DefaultOnResponse::new().level(Level::DEBUG))
+                    // A 5xx is an answer, not the proxy failing (offline, the
+                    // kubelet's writes get 503 every few seconds): debug too.
+                    .on_failure(DefaultOnFailure::new().level(Level::DEBUG)),
             )
             // rescue: whatever fails below becomes a Kubernetes Status with the right code.
             .layer_fn(rescuing)

@@ -17,8 +17,10 @@ use super::{clients::ClientGroups, route::Route};
 use crate::{
     handlers::request::{CachedRequest, Verb},
     http::{response, Body, BoxError, Caller},
+    kubelet::NodeRead,
     ops::Ops,
 };
+use sitegrid_cache::ResourceKind;
 
 /// A branch for cached requests.
 pub type CachedBranch = BoxCloneSyncService<Box<CachedRequest>, Response<Body>, BoxError>;
@@ -39,6 +41,8 @@ pub struct Steer {
     /// The node cache: this node's kubelet's requests the cache does not
     /// answer (its watches, its other requests).
     pub kubelet: Option<(PassthroughBranch, PassthroughBranch)>,
+    /// Marked when this node's kubelet has read its Node (see [`NodeRead`]).
+    pub node_read: Option<NodeRead>,
     /// The operator endpoints, when served on this port.
     pub ops: Option<Ops>,
     /// Who may use the proxy (the operator endpoints excepted).
@@ -84,7 +88,25 @@ impl Service<Request<Body>> for Steer {
                     Verb::Watch(_) => self.watch.clone(),
                     _ => self.cached.clone(),
                 };
-                Box::pin(branch.oneshot(cached))
+                let node_read = match (&caller, &self.node_read) {
+                    (Some(Caller::Kubelet), Some(n))
+                        if cached.served.kind == ResourceKind::Nodes =>
+                    {
+                        Some(n.clone())
+                    }
+                    _ => None,
+                };
+                let answered = branch.oneshot(cached);
+                match node_read {
+                    Some(n) => Box::pin(async move {
+                        let resp = answered.await;
+                        if resp.as_ref().is_ok_and(|r| r.status().is_success()) {
+                            n.mark();
+                        }
+                        resp
+                    }),
+                    None => Box::pin(answered),
+                }
             }
             Route::Rejected(rejection) => {
                 Box::pin(

@@ -26,7 +26,7 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use sitegrid_apimachinery::Status;
-use sitegrid_nodecache::{answer, Format, NodeCache};
+use sitegrid_nodecache::{answer, Format, KeptResource, NodeCache};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -51,6 +51,49 @@ pub struct KubeletBranch {
     pub bookmark_interval: Duration,
     /// Cancelled when the proxy shuts down.
     pub closing: CancellationToken,
+    /// When the kubelet last read its own Node.
+    pub node_read: NodeRead,
+}
+
+/// When this node's kubelet last read its own Node from the served-state
+/// cache. A 1.20 kubelet starts its pod list and its Node list at once and
+/// admits pods against the Node it has: pods that arrive first are checked
+/// against a Node without the cluster's labels, and a node selector on a
+/// site's label rejects them for good (`Pod Predicate NodeAffinity
+/// failed`; 1.21+ waits for the Node itself). Offline both answers are
+/// ready at once, so the pod list waits for the Node to have been read.
+#[derive(Debug, Clone, Default)]
+pub struct NodeRead(Arc<parking_lot::Mutex<Option<tokio::time::Instant>>>);
+
+/// How long after the kubelet read its Node its pods are answered (its
+/// reflector stores the Node meanwhile).
+const NODE_SETTLE: Duration = Duration::from_millis(200);
+/// How long a pod list waits for that at most.
+const NODE_WAIT: Duration = Duration::from_secs(5);
+
+impl NodeRead {
+    /// The kubelet read its Node now.
+    pub fn mark(&self) {
+        *self.0.lock() = Some(tokio::time::Instant::now());
+    }
+
+    /// Resolves once the Node was read at least [`NODE_SETTLE`] ago, or
+    /// after [`NODE_WAIT`].
+    async fn settled(&self) {
+        let deadline = tokio::time::Instant::now() + NODE_WAIT;
+        loop {
+            let read = *self.0.lock();
+            let now = tokio::time::Instant::now();
+            match read {
+                Some(at) if now >= at + NODE_SETTLE => return,
+                Some(at) => tokio::time::sleep_until((at + NODE_SETTLE).min(deadline)).await,
+                None => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return;
+            }
+        }
+    }
 }
 
 impl KubeletBranch {
@@ -74,7 +117,7 @@ impl KubeletBranch {
             _ => (body, None),
         };
         if self.health.is_offline() {
-            return self.offline().answer(&kreq, &neg, token.as_ref());
+            return self.answer_offline(&kreq, &neg, token.as_ref()).await;
         }
         if let KubeletRequest::Watch {
             resource,
@@ -96,10 +139,33 @@ impl KubeletBranch {
             Err(NotForwarded::Unreachable(err)) => {
                 tracing::debug!(error = %err, "the kubelet's request found the API server unreachable; answered from the node cache");
                 self.health.observe(false);
-                self.offline().answer(&kreq, &neg, token.as_ref())
+                self.answer_offline(&kreq, &neg, token.as_ref()).await
             }
             Err(NotForwarded::Answered(resp)) => resp,
         }
+    }
+
+    /// The answer from the node cache; the pods only once the kubelet has read its Node.
+    async fn answer_offline(
+        &self,
+        kreq: &KubeletRequest,
+        neg: &Negotiated,
+        token: Option<&Bytes>,
+    ) -> Response<Body> {
+        let pods = matches!(
+            kreq,
+            KubeletRequest::List {
+                resource: KeptResource::Pods,
+                ..
+            } | KubeletRequest::Watch {
+                resource: KeptResource::Pods,
+                ..
+            }
+        );
+        if pods {
+            self.node_read.settled().await;
+        }
+        self.offline().answer(kreq, neg, token)
     }
 
     fn offline(&self) -> offline::Offline<'_> {

@@ -184,11 +184,13 @@ fn refusal(r: &Refusal, neg: &Negotiated) -> Response<Body> {
     response::status_as(&status, neg.errors)
 }
 
-/// `503` for what is never answered from what is kept.
+/// `503` for what is never answered from what is kept: without
+/// `Retry-After`, so client-go hands the kubelet its error at once instead of
+/// retrying inside the request for ten seconds (the heartbeat's whole
+/// timeout) — the kubelet sends its current state again later anyway.
 pub fn unreachable() -> Status {
-    Status::service_unavailable(
+    Status::unavailable_now(
         "sitegrid-proxy cannot reach the API server (the kubelet's writes wait until it can)",
-        1,
     )
 }
 

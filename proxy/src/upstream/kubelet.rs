@@ -74,7 +74,7 @@ pub enum CredentialsError {
         found: Option<Subject>,
     },
     /// The certificate and key make no TLS client.
-    #[error("the kubelet's certificate and key: {0}")]
+    #[error("the kubelet's certificate and key")]
     Client(#[from] kube::Error),
 }
 

@@ -451,9 +451,17 @@ pub(crate) fn token_request() -> Value {
                     "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "web", "uid": "uid-web"}}})
 }
 
+/// The kubelet reads its own Node (before its pods are answered offline).
+const OWN_NODE: &str =
+    "/api/v1/nodes?fieldSelector=metadata.name%3Dbj-1&limit=500&resourceVersion=0";
+
 /// What a kubelet reads to start bj-1's pod, online; returns the answers.
 async fn kubelet_starts(w: &World) -> Vec<(String, Value)> {
     let kubelet = w.kubelet();
+    assert_eq!(
+        send(&kubelet, Method::GET, OWN_NODE, None).await.0,
+        StatusCode::OK
+    );
     let mut answers = Vec::new();
     for path in [
         PODS,
