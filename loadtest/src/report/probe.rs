@@ -11,6 +11,13 @@
 //! missed: the relist brings it), and a relist older than what the watcher
 //! already saw counts as stale.
 //!
+//! A watcher counts as its events only changes written after the probe
+//! started. A server answers a LIST without resourceVersion from where it
+//! is (a proxy from its cache, which may be a moment behind the API
+//! server): changes written before the probe started that its list did not
+//! show yet arrive as watch events, in order, and are counted apart
+//! (`caught_up`), with no latency: they belong to whatever wrote them.
+//!
 //! A change that every full-speed watcher of a probe skipped alike was never
 //! sent by the server: it is *coalesced*, not missed (see [`Lost::of`]).
 //! That is what a proxy whose own upstream watch was down does when it
@@ -74,8 +81,11 @@ pub struct WatcherResult {
     pub list_time: Option<Duration>,
     /// Per-event latency, send → arrival, ns.
     pub latency: Histogram<u64>,
-    /// Events carrying a new sequence number.
+    /// Events carrying a new sequence number written after the probe started.
     pub events: u64,
+    /// Events carrying a change written before the probe started that the
+    /// first list did not show yet (the server was behind the churn).
+    pub caught_up: u64,
     /// Sequence numbers skipped or never received.
     pub missed: u64,
     /// Each skip in the stream: (object, last known, received, changes
@@ -107,6 +117,7 @@ impl WatcherResult {
             list_time: None,
             latency: histogram(),
             events: 0,
+            caught_up: 0,
             missed: 0,
             skips: Vec::new(),
             duplicated: 0,
@@ -154,6 +165,8 @@ struct Shared {
     /// kernel's megabytes of loopback buffers) meets the slowness.
     slow_http: HttpClient,
     started: Instant,
+    /// The ledger's last sequence number per object when the probe started.
+    before: Vec<u64>,
     synced: Arc<AtomicUsize>,
     received: Arc<AtomicU64>,
 }
@@ -169,6 +182,7 @@ impl Probe {
             http: client(),
             slow_http: slow_client(),
             started: Instant::now(),
+            before: (0..ledger.len()).map(|id| ledger.last(id)).collect(),
             synced: Arc::clone(&synced),
             received: Arc::clone(&received),
             ledger: Arc::clone(&ledger),
@@ -462,6 +476,10 @@ async fn watch(
                         r.skips.push((id, last, seq, skipped));
                     }
                     known[id].store(seq, Ordering::Relaxed);
+                    if seq <= shared.before[id] {
+                        r.caught_up += 1;
+                        continue;
+                    }
                     r.events += 1;
                     r.latency
                         .saturating_record(arrived.saturating_sub(sent).max(1));
