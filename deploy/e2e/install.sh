@@ -132,14 +132,15 @@ build() {
 # under a running kube-proxy), built once into $BIN by the workplace's build
 # script (SuperEdge's source stays outside this repository; the script pins
 # its commit and lists its edits): $SITEGRID_SUPEREDGE_WRAPPER_BUILD, or
-# shared/tools/superedge-wrapper/build.sh beside the checkout or under /work.
+# shared/tools/superedge-wrapper/build.sh in the checkout's parent folder (the
+# workplace's ../shared) or in one of its ancestors.
 # Without it the scenario fails saying so; everything else runs.
 install_wrapper() {
     local out=$BIN/application-grid-wrapper script candidate
     [[ -x $out ]] && return 0
-    for candidate in "${SITEGRID_SUPEREDGE_WRAPPER_BUILD:-}" \
-        "$(dirname "$0")/../../../shared/tools/superedge-wrapper/build.sh" \
-        /work/shared/tools/superedge-wrapper/build.sh; do
+    local up
+    up=$(cd "$(dirname "$0")/../.." && pwd)
+    for candidate in "${SITEGRID_SUPEREDGE_WRAPPER_BUILD:-}" $(while [[ $up != / ]]; do up=$(dirname "$up"); echo "$up/shared/tools/superedge-wrapper/build.sh"; done); do
         if [[ -n $candidate && -x $candidate ]]; then script=$candidate; break; fi
     done
     if [[ -z ${script:-} ]]; then
