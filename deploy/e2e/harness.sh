@@ -120,11 +120,31 @@ harness_up() {
     export SITEGRID_DNSD_BIN=$target/sitegrid-dnsd
     export SITEGRID_CERTS_BIN=$target/sitegrid-certs
     export SITEGRID_PLUGIN_BIN=$target/kubectl-sitegrid
+    # What a run killed before its EXIT trap (a machine restarted under it) left behind: its
+    # real nodes and namespaces. A leftover namespace keeps its rules (an API server cut
+    # included), and a new node of the same name would silently reuse it.
+    harness_leftovers
     "$E2E_DIR/cluster.sh" down >/dev/null 2>&1 || true
     trap harness_cleanup EXIT
     "$E2E_DIR/cluster.sh" up >/dev/null
     [[ -n $sample ]] && "$E2E_DIR/sample.sh" >/dev/null
     eval "$("$E2E_DIR/cluster.sh" env)"
+}
+
+# harness_leftovers: real nodes (nodes.sh) a scenario left, every process, cgroup and mount of
+# them; then the network namespaces the scenarios made (lib.sh, nodes.sh: sg-*), their rules
+# kept with the logs.
+harness_leftovers() {
+    local ns
+    if [[ -d ${SITEGRID_E2E_RUN:-/tmp/sitegrid-e2e}/nodes ]]; then
+        # shellcheck source-path=SCRIPTDIR source=nodes.sh
+        (SITEGRID_E2E_RUN=${SITEGRID_E2E_RUN:-/tmp/sitegrid-e2e}; source "$E2E_DIR/nodes.sh"; nodes_cleanup)
+    fi
+    for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^sg-/ {print $1}'); do
+        ip netns exec "$ns" iptables-save >"$SITEGRID_E2E_LOGS/iptables-$ns.txt" 2>&1
+        ip netns delete "$ns" 2>/dev/null
+    done
+    return 0
 }
 
 # harness_cleanup: the EXIT trap of harness_up.
@@ -134,16 +154,7 @@ harness_cleanup() {
     if [[ -f $SITEGRID_E2E_LOGS/pids ]]; then
         for pid in $(tac "$SITEGRID_E2E_LOGS/pids"); do kill "$pid" 2>/dev/null; done
     fi
-    # Real nodes (nodes.sh) a scenario left: every process, cgroup and mount of them.
-    if [[ -n ${SITEGRID_E2E_RUN:-} && -d $SITEGRID_E2E_RUN/nodes ]]; then
-        # shellcheck source-path=SCRIPTDIR source=nodes.sh
-        (source "$E2E_DIR/nodes.sh"; nodes_cleanup)
-    fi
-    # Network namespaces the scenarios made (lib.sh: sg-NODE): keep their rules, then delete them.
-    for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^sg-/ {print $1}'); do
-        ip netns exec "$ns" iptables-save >"$SITEGRID_E2E_LOGS/iptables-$ns.txt" 2>&1
-        ip netns delete "$ns" 2>/dev/null
-    done
+    harness_leftovers
     if ((rc != 0)); then
         for f in "$SITEGRID_E2E_LOGS"/*.log "${SITEGRID_E2E_RUN:-/tmp/sitegrid-e2e}"/logs/*.log; do
             [[ -f $f ]] || continue

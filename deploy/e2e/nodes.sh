@@ -105,7 +105,7 @@ fabric_up() {
 # node_net NODE IP: namespace sg-NODE plugged into the fabric at IP, 192.0.2.1 on lo, the API bridge.
 node_net() {
     local node=$1 ip=$2 ns=sg-$1 dir=$NODES_DIR/$1
-    ip netns add "$ns"
+    ip netns add "$ns" || fail "node $node: namespace $ns (a leftover of a killed run? deploy/e2e/run.sh removes them)"
     ip -n "$ns" link set lo up
     ip link add "v-$node" netns "$FABRIC" type veth peer name eth0 netns "$ns"
     ip -n "$FABRIC" link set "v-$node" master fabric0 up
