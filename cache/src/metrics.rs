@@ -149,6 +149,8 @@ pub struct CacheMetrics {
     errors: PerKind<[AtomicU64; UpstreamErrorReason::ALL.len()]>,
     /// Whether the last upstream answer for the kind was protobuf.
     protobuf: PerKind<AtomicBool>,
+    /// Upstream `Retry-After`s shortened to the client's cap.
+    retry_after_capped: AtomicU64,
 }
 
 impl CacheMetrics {
@@ -183,6 +185,17 @@ impl CacheMetrics {
     /// An upstream watch re-established with a new list.
     pub fn upstream_reconnect(&self, kind: ResourceKind) {
         self.add(Counted::Reconnects, kind, 1);
+    }
+
+    /// An upstream answer asked to be retried later than the client waits
+    /// (its `Retry-After` was shortened to the cap).
+    pub fn upstream_retry_after_capped(&self) {
+        self.retry_after_capped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Upstream `Retry-After`s shortened so far.
+    pub fn upstream_retry_afters_capped(&self) -> u64 {
+        self.retry_after_capped.load(Ordering::Relaxed)
     }
 
     /// An error from an upstream list or watch.
@@ -274,6 +287,14 @@ impl Collector for CacheCollector {
                     .encode(errors.encode_family(&ErrorLabels { resource, reason })?)?;
             }
         }
+        ConstCounter::new(metrics.upstream_retry_afters_capped()).encode(
+            encoder.encode_descriptor(
+                "upstream_retry_after_capped",
+                "Upstream answers whose Retry-After asked for a longer wait than the client's cap, retried at the cap instead",
+                None,
+                MetricType::Counter,
+            )?,
+        )?;
         per_kind(
             &mut encoder,
             (

@@ -76,6 +76,7 @@ impl SyncThread {
                             settings.upstream_protobuf,
                             Some(slot.cache().clone()),
                         ),
+                        Some(slot.cache().clone()),
                     ) {
                         Ok(client) => {
                             let _ = built_tx.send(Ok(()));

@@ -205,8 +205,13 @@ struct Watch {
 impl Watch {
     /// Reads until frame (`ty`, `name`, `ip`) arrived; panics past [`LIMIT`].
     async fn until(&mut self, ty: &str, name: &str, ip: &str) {
+        self.until_within(LIMIT, ty, name, ip).await;
+    }
+
+    /// [`Watch::until`], panicking past `limit`.
+    async fn until_within(&mut self, limit: Duration, ty: &str, name: &str, ip: &str) {
         let want = (ty.to_owned(), name.to_owned(), ip.to_owned());
-        tokio::time::timeout(LIMIT, async {
+        tokio::time::timeout(limit, async {
             while !self.seen.contains(&want) {
                 let frame = self.body.frame().await.expect("watch open").unwrap();
                 let Ok(data) = frame.into_data() else {
@@ -476,6 +481,30 @@ async fn a_storm_of_500s_and_429s_is_ridden_out() {
     watch.until("MODIFIED", "alpha", "10.9.6.1").await;
     assert_eq!(f.injected(), 12);
     assert!(env.metric(&errors("server_error")).await >= 4);
+}
+
+/// An API server answering 429 with `Retry-After: 86400` (a day) is asked
+/// again after the client's cap (30 s, its backoff's ceiling), counted; the
+/// change made meanwhile arrives then, not a day later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_of_a_day_is_obeyed_only_up_to_the_cap() {
+    let env = env(CacheConfig::default(), |_| {}).await;
+    let (rv, _) = env.endpoints().await;
+    let mut watch = env.watch(&rv).await;
+    let f = env.api.faults();
+    f.fail("endpoints", FaultVerb::Watch, 429, Some(86_400), 1);
+    env.api.disconnect_watches();
+    env.set_ip("beta", "10.9.7.2");
+    let capped = "sitegrid_proxy_upstream_retry_after_capped_total";
+    eventually("the day-long Retry-After capped", || async {
+        env.metric(capped).await == 1
+    })
+    .await;
+    // The cap plus the margin of a busy machine; a day without the cap.
+    watch
+        .until_within(Duration::from_secs(120), "MODIFIED", "beta", "10.9.7.2")
+        .await;
+    assert_eq!(f.injected(), 1);
 }
 
 /// A TLS front for the in-memory API server whose serving certificate a
