@@ -9,7 +9,8 @@
 //! a client that connects and sends nothing is closed after the same time),
 //! a TLS handshake within a time, HTTP/2 streams per connection are capped
 //! and streams reset before they are served end the connection (rapid
-//! reset), silent HTTP/2 peers are pinged and dropped; when accepting fails
+//! reset), silent HTTP/2 peers are pinged and dropped, HTTP/2 connections
+//! without a stream are closed as idle HTTP/1.1 ones are; when accepting fails
 //! (no file descriptors left) the loop backs off instead of spinning.
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
@@ -18,7 +19,6 @@ use http::{Request, Response};
 use hyper::{
     body::Incoming,
     server::conn::{http1, http2},
-    service::HttpService,
 };
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
@@ -39,7 +39,10 @@ use tracing::{debug, info, warn};
 pub struct ConnLimits {
     /// Time a client gets to send a request's head (request line and
     /// headers). An HTTP/1.1 connection idle that long between requests is
-    /// closed too (hyper runs one timer for both). kube-apiserver: 32 s.
+    /// closed too (hyper runs one timer for both), and so is an HTTP/2
+    /// connection without an open stream for that long (GOAWAY: the client
+    /// opens a new one when it has a request; PINGs alone keep nothing
+    /// open). kube-apiserver: 32 s.
     pub header_read_timeout: Duration,
     /// Time a client gets to finish a TLS handshake.
     pub tls_handshake_timeout: Duration,
@@ -89,6 +92,8 @@ impl Default for ConnLimits {
 struct Builders {
     http1: http1::Builder,
     http2: http2::Builder<TokioExecutor>,
+    /// An HTTP/2 connection without a stream this long is closed.
+    h2_idle: Duration,
 }
 
 impl Builders {
@@ -108,21 +113,27 @@ impl Builders {
             .max_pending_accept_reset_streams(limits.h2_max_pending_accept_reset_streams)
             .keep_alive_interval(limits.h2_keep_alive_interval)
             .keep_alive_timeout(limits.h2_keep_alive_interval);
-        Builders { http1, http2 }
+        Builders {
+            http1,
+            http2,
+            h2_idle: limits.header_read_timeout,
+        }
     }
 
     /// Serves `io` in HTTP/2 (`h2`) or HTTP/1.1 until it ends, or until the
-    /// shutdown `watcher` belongs to has let it finish.
+    /// shutdown `watcher` belongs to (signalled by `shutdown`) has let it
+    /// finish.
     async fn serve<I, S, B>(
         &self,
         h2: bool,
         io: I,
         service: S,
         watcher: Watcher,
+        shutdown: &CancellationToken,
     ) -> Result<(), hyper::Error>
     where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-        S: HttpService<Incoming, ResBody = B> + Send + 'static,
+        S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
         S::Future: Send + 'static,
         S::Error: Into<BoxError>,
         B: http_body::Body + Send + 'static,
@@ -130,9 +141,37 @@ impl Builders {
         B::Error: Into<BoxError>,
     {
         if h2 {
-            watcher
-                .watch(self.http2.serve_connection(io, service))
-                .await
+            // hyper has no idle rule for HTTP/2: streams are counted here,
+            // and the connection is ended like the watcher would end it
+            // (GOAWAY, open streams finish) when it has had none for
+            // `h2_idle`, or at shutdown. Holding the watcher keeps the
+            // server's shutdown waiting for this connection.
+            let _watcher = watcher;
+            let (streams, mut open) = tokio::sync::watch::channel(0usize);
+            let streams = Arc::new(streams);
+            let conn = self.http2.serve_connection(
+                io,
+                CountStreams {
+                    inner: service,
+                    streams,
+                },
+            );
+            let mut conn = std::pin::pin!(conn);
+            let mut closing = false;
+            loop {
+                tokio::select! {
+                    served = conn.as_mut() => return served,
+                    () = shutdown.cancelled(), if !closing => {
+                        conn.as_mut().graceful_shutdown();
+                        closing = true;
+                    }
+                    () = idle_for(&mut open, self.h2_idle), if !closing => {
+                        debug!(idle = ?self.h2_idle, "closing an HTTP/2 connection without streams");
+                        conn.as_mut().graceful_shutdown();
+                        closing = true;
+                    }
+                }
+            }
         } else {
             watcher
                 .watch(self.http1.serve_connection(io, service))
@@ -141,7 +180,104 @@ impl Builders {
     }
 }
 
-/// What an HTTP/2 client with prior knowledge sends first.
+/// Resolves once `open` (a connection's open streams) has stayed at zero
+/// for `idle`.
+async fn idle_for(open: &mut tokio::sync::watch::Receiver<usize>, idle: Duration) {
+    loop {
+        if open.wait_for(|n| *n == 0).await.is_err() {
+            // The connection's service is gone: the connection is ending.
+            return std::future::pending().await;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(idle) => {
+                if *open.borrow() == 0 {
+                    return;
+                }
+            }
+            changed = open.changed() => {
+                if changed.is_err() {
+                    return std::future::pending().await;
+                }
+            }
+        }
+    }
+}
+
+/// A service that counts its open streams: from the request until its
+/// response body is done (or dropped: a reset stream, a client gone).
+#[derive(Clone)]
+struct CountStreams<S> {
+    inner: S,
+    streams: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+/// One open stream; dropped when its response body is.
+struct StreamOpen(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl StreamOpen {
+    fn new(streams: &Arc<tokio::sync::watch::Sender<usize>>) -> Self {
+        streams.send_modify(|n| *n += 1);
+        StreamOpen(Arc::clone(streams))
+    }
+}
+
+impl Drop for StreamOpen {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+impl<S, B> hyper::service::Service<Request<Incoming>> for CountStreams<S>
+where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>>,
+    S::Future: Send + 'static,
+    B: http_body::Body + Send + 'static,
+{
+    type Response = Response<CountedBody<B>>;
+    type Error = S::Error;
+    type Future = std::pin::Pin<
+        Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send + 'static>,
+    >;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let open = StreamOpen::new(&self.streams);
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            let response = response.await?;
+            Ok(response.map(|body| CountedBody {
+                inner: Box::pin(body),
+                _open: open,
+            }))
+        })
+    }
+}
+
+/// A response body that holds its stream open (see [`CountStreams`]).
+struct CountedBody<B> {
+    inner: std::pin::Pin<Box<B>>,
+    _open: StreamOpen,
+}
+
+impl<B: http_body::Body> http_body::Body for CountedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        self.inner.as_mut().poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Whether the client on `stream` speaks HTTP/2 (its first bytes are the
@@ -422,6 +558,7 @@ pub async fn serve<S, B, F>(
         let builders = builders.clone();
         let watcher = graceful.watcher();
         let transport = transport.clone();
+        let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let served = match transport {
                 Transport::Plain => {
@@ -441,7 +578,9 @@ pub async fn serve<S, B, F>(
                             }
                         };
                     let svc = hyper::service::service_fn(service);
-                    builders.serve(h2, TokioIo::new(stream), svc, watcher).await
+                    builders
+                        .serve(h2, TokioIo::new(stream), svc, watcher, &shutdown)
+                        .await
                 }
                 Transport::Tls(acceptor) => match tokio::time::timeout(
                     limits.tls_handshake_timeout,
@@ -470,7 +609,7 @@ pub async fn serve<S, B, F>(
                         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
                         let io =
                             TokioIo::new(FirstByteWithin::new(tls, limits.header_read_timeout));
-                        builders.serve(h2, io, svc, watcher).await
+                        builders.serve(h2, io, svc, watcher, &shutdown).await
                     }
                     Ok(Err(err)) => {
                         debug!(%peer, error = %err, "TLS handshake failed");
@@ -547,6 +686,104 @@ mod tests {
         let mut first = [0; 16];
         let n = server.try_read(&mut first).unwrap();
         assert_eq!(&first[..n], b"GET / HTTP/1.1\r\n");
+    }
+
+    /// An HTTP/2 connection to `serve` with `limits`; the server's service
+    /// answers `/short` at once and `/long` with a body that never ends.
+    /// Returns the connection's sender and a task that ends with it.
+    async fn h2_client(
+        addr: SocketAddr,
+    ) -> (
+        hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .handshake(TokioIo::new(tcp))
+            .await
+            .unwrap();
+        (
+            send,
+            tokio::spawn(async move {
+                let _ = conn.await;
+            }),
+        )
+    }
+
+    fn get(path: &str) -> Request<http_body_util::Empty<bytes::Bytes>> {
+        Request::get(format!("http://localhost{path}"))
+            .body(http_body_util::Empty::new())
+            .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_http2_connection_without_a_stream_is_closed_after_the_idle_time() {
+        use http_body_util::BodyExt;
+        type Body = http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limits = ConnLimits {
+            header_read_timeout: Duration::from_millis(300),
+            ..ConnLimits::default()
+        };
+        let shutdown = CancellationToken::new();
+        let service = |req: Request<Incoming>| async move {
+            let body: Body = if req.uri().path() == "/long" {
+                // A watch: the body stays open as long as the stream.
+                let endless = futures_endless();
+                http_body_util::StreamBody::new(endless).boxed()
+            } else {
+                http_body_util::Full::new(bytes::Bytes::from_static(b"ok")).boxed()
+            };
+            Ok::<_, std::convert::Infallible>(Response::new(body))
+        };
+        let server = tokio::spawn(serve(
+            listener,
+            service,
+            Transport::Plain,
+            limits,
+            shutdown.clone(),
+            Duration::from_secs(1),
+        ));
+
+        // A request answered, then nothing: the server ends the connection.
+        let (mut send, conn) = h2_client(addr).await;
+        let resp = send.send_request(get("/short")).await.unwrap();
+        assert_eq!(
+            &resp.into_body().collect().await.unwrap().to_bytes()[..],
+            b"ok"
+        );
+        tokio::time::timeout(Duration::from_secs(20), conn)
+            .await
+            .expect("an HTTP/2 connection without streams is closed")
+            .unwrap();
+
+        // An open stream (a watch) keeps its connection through many idle times.
+        let (mut send, mut conn) = h2_client(addr).await;
+        let watch = send.send_request(get("/long")).await.unwrap();
+        assert!(
+            tokio::time::timeout(Duration::from_secs(2), &mut conn)
+                .await
+                .is_err(),
+            "a connection with an open stream stays"
+        );
+        // The watch ends: the connection is closed after the idle time.
+        drop(watch);
+        tokio::time::timeout(Duration::from_secs(20), conn)
+            .await
+            .expect("closed once its last stream ended")
+            .unwrap();
+
+        shutdown.cancel();
+        server.await.unwrap();
+    }
+
+    /// A body stream that never yields.
+    fn futures_endless(
+    ) -> futures::stream::Pending<Result<http_body::Frame<bytes::Bytes>, std::convert::Infallible>>
+    {
+        futures::stream::pending()
     }
 
     #[tokio::test]
