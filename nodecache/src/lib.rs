@@ -31,6 +31,7 @@
 
 pub mod answer;
 pub mod facts;
+pub mod local;
 mod metrics;
 pub mod persist;
 pub mod resource;
@@ -53,6 +54,7 @@ use sitegrid_apimachinery::watch::EventType;
 use tracing::{debug, warn};
 
 pub use answer::Answer;
+pub use local::LocalPod;
 pub use persist::{SealingKey, Storage, StorageError};
 pub use resource::KeptResource;
 pub use scope::Scope;
@@ -76,6 +78,26 @@ struct Inner {
     counters: metrics::Counters,
     /// The bytes on disk after the last write.
     size: AtomicU64,
+    /// The kubelet's offline reports, as a whole, for the served-state cache.
+    local: tokio::sync::watch::Sender<Vec<LocalPod>>,
+}
+
+/// Why a status the kubelet wrote offline is not taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatusRefusal {
+    /// The pod is not kept (503: nothing known of it).
+    NotKept(String),
+    /// The pod is bound to another node (403, as NodeRestriction refuses it).
+    OtherNode(String),
+    /// The patch's uid is not the pod's (409, kube-apiserver's precondition).
+    Uid {
+        /// The patch's.
+        wanted: String,
+        /// The pod's.
+        found: String,
+    },
+    /// The patch is not JSON (400).
+    Unreadable(String),
 }
 
 /// Why a request cannot be answered from what is kept.
@@ -167,6 +189,13 @@ impl NodeCache {
     pub fn open(node: &str, storage: Option<Storage>) -> NodeCache {
         let mut state = State::new();
         if let Some(storage) = &storage {
+            match storage.load_local(node) {
+                Ok(Some(pods)) => {
+                    state.local.pods = pods.into_iter().map(|p| (p.uid.clone(), p)).collect()
+                }
+                Ok(None) => {}
+                Err(why) => warn!(reason = %why, "the kubelet's offline pod reports refused"),
+            }
             for resource in KeptResource::ALL {
                 match storage.load_resource(node, resource) {
                     Ok(Some(loaded)) => *state.resource_mut(resource) = loaded,
@@ -186,6 +215,7 @@ impl NodeCache {
             }
         }
         let size = storage.as_ref().map_or(0, Storage::size);
+        let local = tokio::sync::watch::Sender::new(state.local.pods.values().cloned().collect());
         NodeCache {
             inner: Arc::new(Inner {
                 node: node.to_owned(),
@@ -194,6 +224,7 @@ impl NodeCache {
                 dirty: tokio::sync::Notify::new(),
                 counters: metrics::Counters::default(),
                 size: AtomicU64::new(size),
+                local,
             }),
         }
     }
@@ -407,9 +438,25 @@ impl NodeCache {
                 body: t.response.clone(),
             }),
             Some(t) => Err(Refusal::NotAcceptable(t.format)),
-            None => Err(Refusal::NotKept(format!(
-                "a valid token of serviceaccount {namespace}/{service_account} for this request"
-            ))),
+            None => {
+                let same_sa: Vec<String> = state
+                    .tokens
+                    .iter()
+                    .filter(|t| t.namespace == namespace && t.service_account == service_account)
+                    .map(|t| {
+                        format!(
+                            "{} request bytes, expiring at {}",
+                            t.request.len(),
+                            t.expires_unix
+                        )
+                    })
+                    .collect();
+                debug!(%namespace, %service_account, request_bytes = request.len(), kept = ?same_sa, "no kept token for this request");
+                Err(Refusal::NotKept(format!(
+                    "a valid token of serviceaccount {namespace}/{service_account} for this request ({} kept for it)",
+                    same_sa.len()
+                )))
+            }
         };
         drop(state);
         self.count_token(&result);
@@ -456,11 +503,133 @@ impl NodeCache {
         ))
     }
 
+    /// The kubelet wrote `namespace/name`'s status (a strategic merge
+    /// patch, `body`) while the API server is unreachable: applied to the
+    /// kept pod — which lists and gets then answer — and answered with the
+    /// patched pod, as kube-apiserver answers; its addresses and readiness
+    /// go to [`NodeCache::local_pods`]. Only pods bound to this node.
+    pub fn status_written(
+        &self,
+        namespace: &str,
+        name: &str,
+        body: &[u8],
+    ) -> Result<Answer, StatusRefusal> {
+        let patch: serde_json::Value =
+            serde_json::from_slice(body).map_err(|e| StatusRefusal::Unreadable(e.to_string()))?;
+        let key = (namespace.to_owned(), name.to_owned());
+        let mut state = self.inner.state.write();
+        let pods = state.resource_mut(KeptResource::Pods);
+        let Some(kept) = pods.objects.get(&key) else {
+            return Err(StatusRefusal::NotKept(format!("pods {namespace}/{name}")));
+        };
+        if kept.facts.field("spec.nodeName").as_deref() != Some(self.node()) {
+            return Err(StatusRefusal::OtherNode(format!(
+                "pod {namespace}/{name} is not bound to node {}",
+                self.node()
+            )));
+        }
+        if let Some(wanted) = patch["metadata"]["uid"].as_str() {
+            if wanted != kept.facts.uid {
+                return Err(StatusRefusal::Uid {
+                    wanted: wanted.to_owned(),
+                    found: kept.facts.uid.clone(),
+                });
+            }
+        }
+        let Format::Json = kept.format else {
+            // The proxy reads the kubelet's pods in JSON; protobuf ones came
+            // from before it did.
+            return Err(StatusRefusal::NotKept(format!(
+                "pods {namespace}/{name} in JSON"
+            )));
+        };
+        let mut pod: serde_json::Value = serde_json::from_slice(&kept.bytes)
+            .map_err(|e| StatusRefusal::Unreadable(e.to_string()))?;
+        local::strategic_merge(
+            &mut pod,
+            &serde_json::json!({"status": patch["status"].clone()}),
+        );
+        let bytes = Bytes::from(serde_json::to_vec(&pod).unwrap_or_default());
+        let item = Item {
+            facts: facts::from_json(KeptResource::Pods, &pod),
+            bytes,
+            format: Format::Json,
+        };
+        let answer = answer::object(KeptResource::Pods, &item);
+        pods.objects.insert(key, item);
+        pods.dirty = true;
+        let summary = local::summary(&pod);
+        state.local.pods.insert(summary.uid.clone(), summary);
+        state.local.dirty = true;
+        let all: Vec<LocalPod> = state.local.pods.values().cloned().collect();
+        drop(state);
+        self.inner.local.send_replace(all);
+        self.inner.dirty.notify_one();
+        Ok(answer)
+    }
+
+    /// The kubelet's offline reports, as they change.
+    pub fn local_pods(&self) -> tokio::sync::watch::Receiver<Vec<LocalPod>> {
+        self.inner.local.subscribe()
+    }
+
+    /// The API server answers again: its view of the pods wins, the
+    /// kubelet's offline reports are let go.
+    pub fn clear_local(&self) {
+        let mut state = self.inner.state.write();
+        if state.local.pods.is_empty() {
+            return;
+        }
+        state.local.pods.clear();
+        state.local.dirty = true;
+        drop(state);
+        self.inner.local.send_replace(Vec::new());
+        self.inner.dirty.notify_one();
+    }
+
     // === on disk ===
 
     /// Resolves once something changed that is not on disk yet.
     pub async fn changed(&self) {
         self.inner.dirty.notified().await;
+    }
+
+    /// Writes the tokens' file now if a token changed (blocking file I/O:
+    /// call it off the async threads). A token is written before the
+    /// kubelet gets it: the kubelet keeps it in memory and asks again only
+    /// when it restarts, so a token the proxy lost in a crash right after
+    /// handing it out would be missing at the next offline reboot.
+    pub fn flush_tokens(&self) -> Result<(), String> {
+        let Some(storage) = &self.inner.storage else {
+            return Ok(());
+        };
+        let tokens = {
+            let mut state = self.inner.state.write();
+            if !state.tokens.dirty {
+                return Ok(());
+            }
+            state.tokens.dirty = false;
+            state.tokens.clone()
+        };
+        match storage.write_tokens(&self.inner.node, &tokens) {
+            Ok(bytes) => {
+                self.inner.counters.written(&Flushed {
+                    files: 1,
+                    bytes,
+                    errors: 0,
+                });
+                Ok(())
+            }
+            Err(e) => {
+                self.inner.state.write().tokens.dirty = true;
+                self.inner.counters.written(&Flushed {
+                    files: 0,
+                    bytes: 0,
+                    errors: 1,
+                });
+                Err(e)
+            }
+        }
     }
 
     /// Writes every resource that changed since its last write (blocking
@@ -471,7 +640,7 @@ impl NodeCache {
         };
         let mut out = Flushed::default();
         // Copy out under the lock, write without it.
-        let (resources, tokens) = {
+        let (resources, tokens, local) = {
             let mut state = self.inner.state.write();
             let resources: Vec<(KeptResource, state::ResourceState)> = state
                 .resources
@@ -486,7 +655,11 @@ impl NodeCache {
                 state.tokens.dirty = false;
                 state.tokens.clone()
             });
-            (resources, tokens)
+            let local = state.local.dirty.then(|| {
+                state.local.dirty = false;
+                state.local.pods.values().cloned().collect::<Vec<_>>()
+            });
+            (resources, tokens, local)
         };
         let node = &self.inner.node;
         for (resource, kept) in resources {
@@ -516,6 +689,19 @@ impl NodeCache {
                 Err(e) => {
                     warn!(error = %e, "node cache tokens not written; trying again at the next change");
                     self.inner.state.write().tokens.dirty = true;
+                    out.errors += 1;
+                }
+            }
+        }
+        if let Some(local) = local {
+            match storage.write_local(node, local) {
+                Ok(bytes) => {
+                    out.files += 1;
+                    out.bytes += bytes;
+                }
+                Err(e) => {
+                    warn!(error = %e, "the kubelet's offline pod reports not written; trying again at the next change");
+                    self.inner.state.write().local.dirty = true;
                     out.errors += 1;
                 }
             }

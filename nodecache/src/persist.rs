@@ -52,6 +52,8 @@ const SEALED: u32 = 1;
 const MAX_FILE: u64 = 256 << 20;
 /// The name of the tokens' file.
 pub const TOKENS_FILE: &str = "serviceaccount-tokens";
+/// The name of the file of the kubelet's offline reports.
+pub const LOCAL_FILE: &str = "local-pod-status";
 
 /// Where the node cache is kept, and how.
 #[derive(Clone)]
@@ -274,6 +276,37 @@ impl Storage {
         self.write(TOKENS_FILE, payload)
     }
 
+    /// Reads back the kubelet's offline reports.
+    pub fn load_local(&self, node: &str) -> Result<Option<Vec<crate::local::LocalPod>>, String> {
+        let Some(payload) = self.read(LOCAL_FILE)? else {
+            return Ok(None);
+        };
+        let file: LocalFile =
+            postcard::from_bytes(&payload).map_err(|e| format!("unreadable records: {e}"))?;
+        if file.node != node {
+            return Err(format!("kept for node {:?}, not {node:?}", file.node));
+        }
+        Ok(Some(file.pods))
+    }
+
+    /// Writes the kubelet's offline reports (none: removes the file).
+    pub fn write_local(
+        &self,
+        node: &str,
+        pods: Vec<crate::local::LocalPod>,
+    ) -> Result<u64, String> {
+        if pods.is_empty() {
+            return self.remove(LOCAL_FILE).map(|()| 0);
+        }
+        let file = LocalFile {
+            node: node.to_owned(),
+            written_ms: now_ms(),
+            pods,
+        };
+        let payload = postcard::to_allocvec(&file).map_err(|e| e.to_string())?;
+        self.write(LOCAL_FILE, payload)
+    }
+
     /// The bytes every kept file takes on disk.
     pub fn size(&self) -> u64 {
         fs::read_dir(&self.dir)
@@ -452,6 +485,13 @@ struct ScopeRecord {
     resource_version: String,
     protobuf: bool,
     members: Vec<(String, String)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct LocalFile {
+    node: String,
+    written_ms: u64,
+    pods: Vec<crate::local::LocalPod>,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -262,6 +262,17 @@ pub struct State {
     pub resources: BTreeMap<KeptResource, ResourceState>,
     /// Kept TokenRequest answers.
     pub tokens: Tokens,
+    /// What the kubelet reported of its pods while the API server was unreachable.
+    pub local: Local,
+}
+
+/// The kubelet's offline reports, by pod uid.
+#[derive(Debug, Clone, Default)]
+pub struct Local {
+    /// By uid.
+    pub pods: BTreeMap<String, crate::local::LocalPod>,
+    /// Changed since last written.
+    pub dirty: bool,
 }
 
 impl State {
@@ -273,6 +284,7 @@ impl State {
                 .map(|r| (r, ResourceState::default()))
                 .collect(),
             tokens: Tokens::default(),
+            local: Local::default(),
         }
     }
 

@@ -410,6 +410,8 @@ fn tokens_are_kept_for_their_pod_and_survive_a_restart() {
     );
     cache.flush();
     let restarted = NodeCache::open("bj-1", Some(Storage::new(&d, None).unwrap()));
+    // Something changes (the kubelet lists again): the token stays, its pod is kept.
+    kubelet_reads(&restarted);
     let answer = restarted.token("shop", "default", &request, PB).unwrap();
     assert_eq!((answer.status, answer.body), (201, response));
     assert!(restarted.token("shop", "default", b"another", PB).is_err());
