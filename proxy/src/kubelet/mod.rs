@@ -208,7 +208,7 @@ impl KubeletBranch {
                 service_account,
             } => {
                 let request = token.unwrap_or_default();
-                tee::whole(body, |b| {
+                let body = tee::whole(body, |b| {
                     cache.token_issued(
                         &namespace,
                         &service_account,
@@ -217,7 +217,17 @@ impl KubeletBranch {
                         Bytes::copy_from_slice(b),
                     )
                 })
-                .await
+                .await;
+                // On disk before the kubelet has it (see `flush_tokens`).
+                let c = cache.clone();
+                match tokio::task::spawn_blocking(move || c.flush_tokens()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "a service-account token not written to disk; trying again at the next change")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "the token write task failed"),
+                }
+                body
             }
             KubeletRequest::Watch {
                 resource,

@@ -657,6 +657,14 @@ async fn only_this_nodes_kubelet_reads_what_is_kept() {
 async fn a_proxy_restarted_offline_answers_from_disk_and_refuses_a_damaged_pod_list() {
     let mut w = World::new("restart").await;
     let online = kubelet_starts(&w).await;
+    // The token is on disk as soon as the kubelet has it: the kubelet asks
+    // again only after it restarts, so a proxy crash right after must not
+    // lose it (the write-behind of everything else waits a second).
+    let tokens_file = w.data_dir.join("node-cache").join("serviceaccount-tokens");
+    assert!(tokens_file.exists(), "{}", tokens_file.display());
+    // The kubelet goes on reading after its token came (its pods' status
+    // changes): the token stays kept, and on disk.
+    assert_eq!(get(&w.kubelet(), PODS).await.0, StatusCode::OK);
     w.go_offline().await;
     w.proxy.take().unwrap().shutdown().await;
     w.start_proxy().await;
@@ -665,6 +673,13 @@ async fn a_proxy_restarted_offline_answers_from_disk_and_refuses_a_damaged_pod_l
     let (status, pods) = get(&w.kubelet(), PODS).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(names(&pods), names(&online[0].1));
+    let (status, token) = send(&w.kubelet(), Method::POST, TOKEN, Some(token_request())).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "the token kept before the restart: {}",
+        String::from_utf8_lossy(&token)
+    );
     assert_eq!(
         pods["metadata"]["resourceVersion"],
         online[0].1["metadata"]["resourceVersion"]
