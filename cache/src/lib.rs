@@ -65,7 +65,7 @@ pub use ready::{Availability, Readiness};
 pub use store::{Change, Sizes, Store, StoreExport, Subscription, TooOld};
 pub use view::{View, ViewLabels};
 pub use watchers::{WatcherHandle, WatcherInfo, WatcherRegistry, WatcherSnapshot};
-pub use writer::{UpstreamEvent, Writer, WriterInput, WriterSlot};
+pub use writer::{LocalPod, UpstreamEvent, Writer, WriterInput, WriterSlot};
 
 /// The node scopes the cache holds: label key → the values whose nodes it
 /// has (the proxy's node membership decides them).

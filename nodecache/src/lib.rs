@@ -237,9 +237,29 @@ impl NodeCache {
     // === while the API server answers ===
 
     /// The API server answered a LIST of `scope` with `body`.
-    pub fn listed(&self, resource: KeptResource, scope: &Scope, format: Format, body: &[u8]) {
+    ///
+    /// True when the scope was not kept before: write it with
+    /// [`NodeCache::flush_resource`] before the kubelet has the answer. The
+    /// kubelet then watches it from the answer's version; were the proxy to
+    /// crash before writing it, the restarted proxy would answer that watch
+    /// `410` and the kubelet list again only after its backoff — a power cut
+    /// meanwhile would find it missing.
+    pub fn listed(
+        &self,
+        resource: KeptResource,
+        scope: &Scope,
+        format: Format,
+        body: &[u8],
+    ) -> bool {
         match wire::list(resource, format, body) {
             Ok(list) if !list.continued => {
+                let new = !self
+                    .inner
+                    .state
+                    .read()
+                    .resource(resource)
+                    .scopes
+                    .contains_key(scope);
                 self.change(|s| {
                     s.resource_mut(resource).replace(
                         scope,
@@ -248,6 +268,7 @@ impl NodeCache {
                         list.items,
                     )
                 });
+                return new;
             }
             // One page of several: the scope is whole only with all of them.
             Ok(_) => self.change(|s| s.resource_mut(resource).forget(scope)),
@@ -256,6 +277,7 @@ impl NodeCache {
                 self.change(|s| s.resource_mut(resource).forget(scope));
             }
         }
+        false
     }
 
     /// Whether a watch of `scope` from `resource_version` continues what is
@@ -545,10 +567,11 @@ impl NodeCache {
         };
         let mut pod: serde_json::Value = serde_json::from_slice(&kept.bytes)
             .map_err(|e| StatusRefusal::Unreadable(e.to_string()))?;
-        local::strategic_merge(
-            &mut pod,
-            &serde_json::json!({"status": patch["status"].clone()}),
-        );
+        // Only the status subresource: whatever else the patch carries is
+        // not applied (kube-apiserver's status strategy ignores it too).
+        if let Some(status) = patch.get("status") {
+            local::strategic_merge(&mut pod, &serde_json::json!({ "status": status }));
+        }
         let bytes = Bytes::from(serde_json::to_vec(&pod).unwrap_or_default());
         let item = Item {
             facts: facts::from_json(KeptResource::Pods, &pod),
@@ -594,6 +617,32 @@ impl NodeCache {
         self.inner.dirty.notified().await;
     }
 
+    /// Writes `resource`'s file now if it changed (blocking file I/O: call
+    /// it off the async threads); see [`NodeCache::listed`].
+    pub fn flush_resource(&self, resource: KeptResource) -> Result<(), String> {
+        let Some(storage) = &self.inner.storage else {
+            return Ok(());
+        };
+        let kept = {
+            let mut state = self.inner.state.write();
+            let r = state.resource_mut(resource);
+            if !r.dirty {
+                return Ok(());
+            }
+            r.dirty = false;
+            r.clone()
+        };
+        let mut out = Flushed::default();
+        let written = self.note(
+            &mut out,
+            &resource.file_name(),
+            write_kept(storage, &self.inner.node, resource, &kept),
+            |s| s.resource_mut(resource).dirty = true,
+        );
+        self.noted(storage, &out);
+        written
+    }
+
     /// Writes the tokens' file now if a token changed (blocking file I/O:
     /// call it off the async threads). A token is written before the
     /// kubelet gets it: the kubelet keeps it in memory and asks again only
@@ -611,25 +660,15 @@ impl NodeCache {
             state.tokens.dirty = false;
             state.tokens.clone()
         };
-        match storage.write_tokens(&self.inner.node, &tokens) {
-            Ok(bytes) => {
-                self.inner.counters.written(&Flushed {
-                    files: 1,
-                    bytes,
-                    errors: 0,
-                });
-                Ok(())
-            }
-            Err(e) => {
-                self.inner.state.write().tokens.dirty = true;
-                self.inner.counters.written(&Flushed {
-                    files: 0,
-                    bytes: 0,
-                    errors: 1,
-                });
-                Err(e)
-            }
-        }
+        let mut out = Flushed::default();
+        let written = self.note(
+            &mut out,
+            persist::TOKENS_FILE,
+            storage.write_tokens(&self.inner.node, &tokens),
+            |s| s.tokens.dirty = true,
+        );
+        self.noted(storage, &out);
+        written
     }
 
     /// Writes every resource that changed since its last write (blocking
@@ -663,52 +702,62 @@ impl NodeCache {
         };
         let node = &self.inner.node;
         for (resource, kept) in resources {
-            let written = if kept.scopes.is_empty() && kept.gotten.is_empty() {
-                storage.remove(&resource.file_name()).map(|()| 0)
-            } else {
-                storage.write_resource(node, resource, &kept)
-            };
-            match written {
-                Ok(bytes) => {
-                    out.files += 1;
-                    out.bytes += bytes;
-                }
-                Err(e) => {
-                    warn!(%resource, error = %e, "node cache file not written; trying again at the next change");
-                    self.inner.state.write().resource_mut(resource).dirty = true;
-                    out.errors += 1;
-                }
-            }
+            let _ = self.note(
+                &mut out,
+                &resource.file_name(),
+                write_kept(storage, node, resource, &kept),
+                |s| s.resource_mut(resource).dirty = true,
+            );
         }
         if let Some(tokens) = tokens {
-            match storage.write_tokens(node, &tokens) {
-                Ok(bytes) => {
-                    out.files += 1;
-                    out.bytes += bytes;
-                }
-                Err(e) => {
-                    warn!(error = %e, "node cache tokens not written; trying again at the next change");
-                    self.inner.state.write().tokens.dirty = true;
-                    out.errors += 1;
-                }
-            }
+            let _ = self.note(
+                &mut out,
+                persist::TOKENS_FILE,
+                storage.write_tokens(node, &tokens),
+                |s| s.tokens.dirty = true,
+            );
         }
         if let Some(local) = local {
-            match storage.write_local(node, local) {
-                Ok(bytes) => {
-                    out.files += 1;
-                    out.bytes += bytes;
-                }
-                Err(e) => {
-                    warn!(error = %e, "the kubelet's offline pod reports not written; trying again at the next change");
-                    self.inner.state.write().local.dirty = true;
-                    out.errors += 1;
-                }
-            }
+            let _ = self.note(
+                &mut out,
+                persist::LOCAL_FILE,
+                storage.write_local(node, local),
+                |s| s.local.dirty = true,
+            );
         }
         self.inner.size.store(storage.size(), Ordering::Relaxed);
         self.inner.counters.written(&out);
         out
+    }
+
+    /// Counts one file's write in `out`; on an error logs it and has `redo`
+    /// mark what it held to be written again at the next change.
+    fn note(
+        &self,
+        out: &mut Flushed,
+        file: &str,
+        written: Result<u64, String>,
+        redo: impl FnOnce(&mut State),
+    ) -> Result<(), String> {
+        match written {
+            Ok(bytes) => {
+                out.files += 1;
+                out.bytes += bytes;
+                Ok(())
+            }
+            Err(e) => {
+                warn!(%file, error = %e, "node cache file not written; trying again at the next change");
+                redo(&mut self.inner.state.write());
+                out.errors += 1;
+                Err(e)
+            }
+        }
+    }
+
+    /// Ends a write of one file now: the size on disk and the counters.
+    fn noted(&self, storage: &Storage, out: &Flushed) {
+        self.inner.size.store(storage.size(), Ordering::Relaxed);
+        self.inner.counters.written(out);
     }
 
     /// Applies `f` to the state, lets go of what is no longer needed, and
@@ -861,3 +910,18 @@ fn now_unix() -> i64 {
 
 #[cfg(test)]
 mod tests;
+
+/// Writes `kept` as `resource`'s file, or removes the file when nothing of
+/// it is kept.
+fn write_kept(
+    storage: &Storage,
+    node: &str,
+    resource: KeptResource,
+    kept: &state::ResourceState,
+) -> Result<u64, String> {
+    if kept.scopes.is_empty() && kept.gotten.is_empty() {
+        storage.remove(&resource.file_name()).map(|()| 0)
+    } else {
+        storage.write_resource(node, resource, kept)
+    }
+}

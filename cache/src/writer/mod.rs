@@ -11,6 +11,7 @@
 #[cfg(test)]
 mod chain_tests;
 mod incoming;
+mod local;
 mod meaning;
 mod persisting;
 mod project;
@@ -40,6 +41,9 @@ use persisting::Persister;
 use project::ServiceLinks;
 use unreadable::Skipped;
 
+pub use local::LocalPod;
+use local::LocalPods;
+
 /// What a reflector hands the writer.
 pub type UpstreamEvent = (ResourceKind, watcher::Event<UpstreamObject>);
 
@@ -54,6 +58,9 @@ pub enum WriterInput {
     Upstream(UpstreamEvent),
     /// The node scopes whose nodes the writer now has (see [`Writer::covered`]).
     NodeScopes(NodeScopes),
+    /// The EndpointSlice version the API server serves, once known, for a
+    /// writer started from a snapshot before it answered.
+    SliceVersion(ApiVersion),
 }
 
 impl From<UpstreamEvent> for WriterInput {
@@ -104,6 +111,7 @@ impl WriterSlot {
             skipped: Skipped::default(),
             covered: None,
             parsed: None,
+            local: LocalPods::default(),
         };
         if writer.cache.readiness().restored_from().is_some() {
             writer.restore_topology();
@@ -158,6 +166,8 @@ pub struct Writer {
     covered: Option<NodeScopes>,
     /// The object of the watch event being handled, parsed once.
     parsed: Option<Parsed>,
+    /// The node's kubelet's reports while the API server is unreachable ([`local`]).
+    local: LocalPods,
 }
 
 /// The object of the watch event being handled, as parsed when it arrived.
@@ -186,21 +196,85 @@ impl Writer {
 
     /// Consumes reflector events until every sender is gone, keeping the
     /// snapshot current meanwhile; writes a last one if anything changed.
-    pub async fn run(mut self, mut rx: mpsc::Receiver<WriterInput>) {
+    /// `local`: the kubelet's reports of its pods while the API server is
+    /// unreachable (a node proxy with the node cache), served in the
+    /// endpoints ([`local`]).
+    pub async fn run(
+        mut self,
+        mut rx: mpsc::Receiver<WriterInput>,
+        mut local: Option<watch::Receiver<Vec<LocalPod>>>,
+    ) {
         let mut ticks = tokio::time::interval(persisting::CHECK_PERIOD);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        if let Some(reports) = &mut local {
+            let pods = reports.borrow_and_update().clone();
+            self.local_changed(pods);
+        }
         loop {
             tokio::select! {
                 event = rx.recv() => match event {
                     Some(WriterInput::Upstream((kind, event))) => self.handle(kind, event),
                     Some(WriterInput::NodeScopes(scopes)) => self.scopes_covered(scopes),
+                    Some(WriterInput::SliceVersion(version)) => self.slice_version(version),
                     None => break,
                 },
+                changed = async { local.as_mut()?.changed().await.ok() }, if local.is_some() => {
+                    match (changed, &mut local) {
+                        (Some(()), Some(reports)) => {
+                            let pods = reports.borrow_and_update().clone();
+                            self.local_changed(pods);
+                        }
+                        // The node cache is gone: its reports with it.
+                        _ => local = None,
+                    }
+                }
                 _ = ticks.tick(), if self.persister.is_some() => self.persist_if_due(),
             }
         }
         debug!("writer: all reflectors stopped");
         self.persist_last().await;
+    }
+
+    /// The API server serves EndpointSlices in `version` (a writer started
+    /// from a snapshot before it answered stored them in the snapshot's).
+    pub fn slice_version(&mut self, version: ApiVersion) {
+        let native = self.cache.native(ResourceKind::EndpointSlices);
+        self.convert_slices = (native != version).then_some(native);
+        if self.convert_slices.is_some() {
+            warn!(snapshot = native.as_str(), upstream = version.as_str(), "the snapshot stores EndpointSlices in another version than the API server now serves; they are converted on arrival");
+        }
+    }
+
+    /// The kubelet's reports changed ([`local`]): applied to the served
+    /// endpoints, or, when let go (the API server is back), the views made
+    /// again from what the API server sent.
+    pub fn local_changed(&mut self, pods: Vec<LocalPod>) {
+        let local = LocalPods::new(pods);
+        if local == self.local {
+            return;
+        }
+        self.local = local;
+        let mut batch = Batch::default();
+        if self.local.is_empty() {
+            if self.topology_ready() {
+                self.recompute_all(&mut batch);
+            }
+        } else {
+            for kind in [ResourceKind::Endpoints, ResourceKind::EndpointSlices] {
+                let (views, _) = self.cache.store(kind).snapshot("");
+                for view in views {
+                    let mut value = view.native_body_value();
+                    let changed = match kind {
+                        ResourceKind::Endpoints => self.local.apply_endpoints(&mut value),
+                        _ => self.local.apply_slice(&mut value),
+                    };
+                    if changed {
+                        self.emit(kind, view.key(), Some(value), &mut batch);
+                    }
+                }
+            }
+        }
+        self.commit(batch);
     }
 
     /// The membership has sent the nodes of `scopes` in full: Services held

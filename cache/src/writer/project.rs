@@ -297,6 +297,7 @@ impl Writer {
         if !self.topology_ready() {
             return;
         }
+        self.local.apply_endpoints(&mut value);
         if let Some(keys) = self.services.keys(key) {
             if !self.covered(keys) {
                 return;
@@ -324,7 +325,8 @@ impl Writer {
         let slice_keys = self.services.slices_of(service).to_vec();
         let mut values: Vec<(Box<str>, serde_json::Value)> = Vec::with_capacity(slice_keys.len());
         for k in slice_keys {
-            if let Some(v) = self.upstream_value(ResourceKind::EndpointSlices, &k, None) {
+            if let Some(mut v) = self.upstream_value(ResourceKind::EndpointSlices, &k, None) {
+                self.local.apply_slice(&mut v);
                 values.push((k, v));
             }
         }
@@ -348,7 +350,10 @@ impl Writer {
         if !self.topology_ready() {
             return;
         }
-        let value = self.upstream_value(ResourceKind::EndpointSlices, key, None);
+        let mut value = self.upstream_value(ResourceKind::EndpointSlices, key, None);
+        if let Some(v) = &mut value {
+            self.local.apply_slice(v);
+        }
         self.emit(ResourceKind::EndpointSlices, key, value, batch);
     }
 }

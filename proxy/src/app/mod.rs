@@ -247,7 +247,9 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         None => persist::Opened::default(),
     };
     let (cache, writer) = cache::open(opts.cache, opened);
-    let sync = crate::upstream::sync::SyncThread::start(config.clone(), writer, locality.clone())?;
+    let local = node_cache.as_ref().map(|nc| nc.local_reports(&mut tasks));
+    let sync =
+        crate::upstream::sync::SyncThread::start(config.clone(), writer, locality.clone(), local)?;
     if cache.readiness().restored_from().is_some() {
         tasks.spawn(serve_snapshot_when_offline(
             cache.clone(),

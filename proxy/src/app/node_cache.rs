@@ -7,10 +7,10 @@ use std::{net::SocketAddr, path::Path, sync::Arc, time::Duration};
 
 use http::Request;
 use hyper::body::Incoming;
-use sitegrid_cache::{Cache, ResourceKind};
+use sitegrid_cache::{Cache, LocalPod, ResourceKind};
 use sitegrid_nodecache::{NodeCache, SealingKey, Storage};
 use sitegrid_runtime::serve::{self, ConnLimits};
-use tokio::task::JoinSet;
+use tokio::{sync::watch, task::JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -101,6 +101,44 @@ impl NodeCacheParts {
             closing,
             node_read: crate::kubelet::NodeRead::default(),
         }
+    }
+
+    /// What the kubelet reports of its pods while the API server is
+    /// unreachable, for the served-state cache's writer (its endpoints
+    /// follow the pods' new addresses: `cache/src/writer/local.rs`). The
+    /// reports are let go as soon as the API server is reachable again: its
+    /// view wins.
+    pub fn local_reports(&self, tasks: &mut JoinSet<()>) -> watch::Receiver<Vec<LocalPod>> {
+        let convert = |pods: &[sitegrid_nodecache::LocalPod]| -> Vec<LocalPod> {
+            pods.iter()
+                .map(|p| LocalPod {
+                    uid: p.uid.clone(),
+                    node: p.node.clone(),
+                    ips: p.ips.clone(),
+                    ready: p.ready,
+                    running: p.running,
+                })
+                .collect()
+        };
+        let mut reports = self.cache.local_pods();
+        let (tx, rx) = watch::channel(convert(&reports.borrow_and_update()));
+        tasks.spawn(async move {
+            while reports.changed().await.is_ok() {
+                let pods = convert(&reports.borrow_and_update());
+                if tx.send(pods).is_err() {
+                    return;
+                }
+            }
+        });
+        let (cache, health) = (self.cache.clone(), self.health.clone());
+        tasks.spawn(async move {
+            loop {
+                health.online().await;
+                cache.clear_local();
+                health.offline().await;
+            }
+        });
+        rx
     }
 
     /// Starts the prober, the reloaders, the writer and the kubelet port.

@@ -99,21 +99,24 @@ impl NodeRead {
 impl KubeletBranch {
     /// Answers one request of the kubelet.
     pub async fn handle(&self, req: Request<Body>) -> Response<Body> {
-        let (parts, body) = req.into_parts();
+        let (mut parts, body) = req.into_parts();
         let neg = Negotiated::of(&parts);
         let kreq = match request::classify(&parts) {
             Ok(k) => k,
             Err(status) => return response::status_as(&status, neg.errors),
         };
-        // A TokenRequest's body is its key: read it first (it is small).
+        // A TokenRequest's body is its key, a pod status patch is applied
+        // offline: read them first (they are small).
         let (body, token) = match kreq {
-            KubeletRequest::Token { .. } => match read_body(body).await {
-                Ok(bytes) => (
-                    Body::new(http_body_util::Full::new(bytes.clone())),
-                    Some(bytes),
-                ),
-                Err(status) => return response::status_as(&status, neg.errors),
-            },
+            KubeletRequest::Token { .. } | KubeletRequest::PodStatus { .. } => {
+                match read_body(body).await {
+                    Ok(bytes) => (
+                        Body::new(http_body_util::Full::new(bytes.clone())),
+                        Some(bytes),
+                    ),
+                    Err(status) => return response::status_as(&status, neg.errors),
+                }
+            }
             _ => (body, None),
         };
         if self.health.is_offline() {
@@ -128,6 +131,19 @@ impl KubeletBranch {
         {
             if !self.cache.continues(*resource, scope, rv) {
                 return gone(&neg, rv);
+            }
+        }
+        if let KubeletRequest::List { resource, .. }
+        | KubeletRequest::Get { resource, .. }
+        | KubeletRequest::Watch { resource, .. } = &kreq
+        {
+            // The kubelet's pods are kept in JSON (it takes JSON as well):
+            // its status patches, strategic merge JSON, apply to them
+            // offline (`nodecache::local`).
+            if *resource == KeptResource::Pods {
+                parts
+                    .headers
+                    .insert(header::ACCEPT, HeaderValue::from_static("application/json"));
             }
         }
         match self
@@ -198,7 +214,14 @@ impl KubeletBranch {
         let (parts, body) = resp.into_parts();
         let body = match kreq {
             KubeletRequest::List { resource, scope } => {
-                tee::whole(body, |b| cache.listed(resource, &scope, format, b)).await
+                let mut new = false;
+                let body =
+                    tee::whole(body, |b| new = cache.listed(resource, &scope, format, b)).await;
+                if new {
+                    // See `NodeCache::listed`.
+                    written_first(&cache, move |c| c.flush_resource(resource)).await;
+                }
+                body
             }
             KubeletRequest::Get { resource, .. } => {
                 tee::whole(body, |b| cache.got(resource, format, b)).await
@@ -218,15 +241,8 @@ impl KubeletBranch {
                     )
                 })
                 .await;
-                // On disk before the kubelet has it (see `flush_tokens`).
-                let c = cache.clone();
-                match tokio::task::spawn_blocking(move || c.flush_tokens()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "a service-account token not written to disk; trying again at the next change")
-                    }
-                    Err(e) => tracing::warn!(error = %e, "the token write task failed"),
-                }
+                // See `NodeCache::flush_tokens`.
+                written_first(&cache, NodeCache::flush_tokens).await;
                 body
             }
             KubeletRequest::Watch {
@@ -245,7 +261,9 @@ impl KubeletBranch {
                 let tee = cache.watch_tee(resource, scope, format, initial);
                 return self.until_offline(resp.map(|b| tee::watch(b, tee)));
             }
-            KubeletRequest::RegisterNode | KubeletRequest::Other => Body::new(body),
+            KubeletRequest::RegisterNode
+            | KubeletRequest::PodStatus { .. }
+            | KubeletRequest::Other => Body::new(body),
         };
         Response::from_parts(parts, body)
     }
@@ -312,4 +330,19 @@ async fn read_body(body: Body) -> Result<Bytes, Status> {
         .await
         .map(|c| c.to_bytes())
         .map_err(|e| Status::bad_request(format!("the request body could not be read: {e}")))
+}
+
+/// Writes what `write` writes of the node cache now, off the async threads,
+/// and waits for it: the answer the kubelet is about to get is on disk
+/// before it has it. A failed write is tried again at the next change.
+async fn written_first(
+    cache: &NodeCache,
+    write: impl FnOnce(&NodeCache) -> Result<(), String> + Send + 'static,
+) {
+    let c = cache.clone();
+    match tokio::task::spawn_blocking(move || write(&c)).await {
+        // A failed write is logged where it failed.
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "the node cache write task failed"),
+    }
 }

@@ -11,15 +11,19 @@
 //! - the node's registration: `409 AlreadyExists` when the node is known
 //!   (it is: the served-state cache holds it), which sends the kubelet on
 //!   to read its Node from that cache;
-//! - everything else — status, lease, events, what was never kept — `503`
-//!   at once; the kubelet sends its current state again later.
+//! - a pod's status (`PATCH …/pods/<p>/status`): applied to the kept pod
+//!   and answered with it, as kube-apiserver answers (so the status manager
+//!   does not retry in a loop); its addresses and readiness go to the site's
+//!   endpoints (`nodecache::local`, `cache/src/writer/local.rs`);
+//! - everything else — node status, lease, events, what was never kept —
+//!   `503` at once; the kubelet sends its current state again later.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use sitegrid_apimachinery::Status;
-use sitegrid_nodecache::{answer, Answer, NodeCache, Refusal, WatchFrom};
+use sitegrid_nodecache::{answer, Answer, Format, NodeCache, Refusal, StatusRefusal, WatchFrom};
 use tokio_util::sync::CancellationToken;
 
 use super::request::{KubeletRequest, Negotiated, WatchStart};
@@ -43,13 +47,14 @@ pub struct Offline<'a> {
 }
 
 impl Offline<'_> {
-    /// The answer to `req`; `token` is a TokenRequest's body.
+    /// The answer to `req`; `body` is a TokenRequest's or a status patch's body.
     pub fn answer(
         &self,
         req: &KubeletRequest,
         neg: &Negotiated,
-        token: Option<&Bytes>,
+        body: Option<&Bytes>,
     ) -> Response<Body> {
+        let token = body;
         let refused = |r: Refusal| refusal(&r, neg);
         match req {
             KubeletRequest::List { resource, scope } => {
@@ -103,6 +108,18 @@ impl Offline<'_> {
                 Ok(a) => whole(a),
                 Err(r) => refused(r),
             },
+            KubeletRequest::PodStatus { .. } if !neg.formats.contains(&Format::Json) => {
+                refused(Refusal::NotAcceptable(Format::Json))
+            }
+            KubeletRequest::PodStatus { namespace, name } => {
+                match self
+                    .cache
+                    .status_written(namespace, name, body.map_or(&[][..], |b| &b[..]))
+                {
+                    Ok(a) => whole(a),
+                    Err(r) => response::status_as(&status_refused(&r), neg.errors),
+                }
+            }
             KubeletRequest::RegisterNode if self.node_known => {
                 response::status_as(&already_registered(self.cache.node()), neg.errors)
             }
@@ -192,6 +209,24 @@ pub fn unreachable() -> Status {
     Status::unavailable_now(
         "sitegrid-proxy cannot reach the API server (the kubelet's writes wait until it can)",
     )
+}
+
+/// What kube-apiserver would answer a status patch the node cache does not take.
+fn status_refused(r: &StatusRefusal) -> Status {
+    match r {
+        StatusRefusal::NotKept(what) => Status::unavailable_now(format!(
+            "sitegrid-proxy cannot reach the API server, and keeps no {what}"
+        )),
+        StatusRefusal::OtherNode(why) => Status::failure(403, Some("Forbidden"), why.clone()),
+        StatusRefusal::Uid { wanted, found } => Status::failure(
+            409,
+            Some("Conflict"),
+            format!(
+                "Precondition failed: UID in precondition: {wanted}, UID in object meta: {found}"
+            ),
+        ),
+        StatusRefusal::Unreadable(why) => Status::bad_request(why.clone()),
+    }
 }
 
 /// `409`: the node is registered (its Node is known).

@@ -52,6 +52,15 @@ pub enum KubeletRequest {
     },
     /// The node's registration (`POST /api/v1/nodes`).
     RegisterNode,
+    /// A pod's status (`PATCH …/pods/<name>/status`, the kubelet's status
+    /// manager): passed through online; offline applied to the kept pod and
+    /// served in the site's endpoints (`nodecache::local`).
+    PodStatus {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod.
+        name: String,
+    },
     /// Anything else: passed through online, `503` offline.
     Other,
 }
@@ -119,30 +128,38 @@ pub fn classify(parts: &Parts) -> Result<KubeletRequest, Status> {
         return Ok(KubeletRequest::Other);
     };
     let q = Query::of(parts.uri.query().unwrap_or(""));
-    if parts.method == Method::POST {
-        return Ok(
-            match (
-                api.group,
-                api.version,
-                api.namespace,
-                api.resource,
-                api.name,
-            ) {
-                ("", "v1", None, "nodes", None) if !api.more => KubeletRequest::RegisterNode,
-                ("", "v1", Some(ns), "serviceaccounts", Some(sa))
-                    if parts
-                        .uri
-                        .path()
-                        .ends_with(&format!("/serviceaccounts/{sa}/token")) =>
-                {
-                    KubeletRequest::Token {
-                        namespace: ns.to_owned(),
-                        service_account: sa.to_owned(),
-                    }
-                }
-                _ => KubeletRequest::Other,
-            },
-        );
+    let ends_with = |tail: String| parts.uri.path().ends_with(&tail);
+    let write = match (
+        &parts.method,
+        api.group,
+        api.version,
+        api.namespace,
+        api.resource,
+        api.name,
+    ) {
+        (&Method::POST, "", "v1", None, "nodes", None) if !api.more => {
+            Some(KubeletRequest::RegisterNode)
+        }
+        (&Method::POST, "", "v1", Some(ns), "serviceaccounts", Some(sa))
+            if ends_with(format!("/serviceaccounts/{sa}/token")) =>
+        {
+            Some(KubeletRequest::Token {
+                namespace: ns.to_owned(),
+                service_account: sa.to_owned(),
+            })
+        }
+        (&Method::PATCH, "", "v1", Some(ns), "pods", Some(name))
+            if ends_with(format!("/pods/{name}/status")) =>
+        {
+            Some(KubeletRequest::PodStatus {
+                namespace: ns.to_owned(),
+                name: name.to_owned(),
+            })
+        }
+        _ => None,
+    };
+    if let Some(write) = write {
+        return Ok(write);
     }
     if parts.method != Method::GET || api.more {
         return Ok(KubeletRequest::Other);

@@ -6,11 +6,16 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::{sync::mpsc, task::JoinSet};
+use tokio::{
+    sync::{mpsc, watch},
+    task::JoinSet,
+};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, error, info, warn};
 
-use sitegrid_cache::{ApiVersion, Cache, Locality, ResourceKind, WriterInput, WriterSlot};
+use sitegrid_cache::{
+    ApiVersion, Cache, LocalPod, Locality, ResourceKind, WriterInput, WriterSlot,
+};
 
 use super::{
     errors::{self, ErrorStreak},
@@ -40,11 +45,14 @@ pub struct SyncThread {
 impl SyncThread {
     /// Starts the sync of the cache behind `slot` for `locality` from
     /// the API server `config` names; an error if the client cannot be built
-    /// from it (bad TLS material, say) or the thread cannot start.
+    /// from it (bad TLS material, say) or the thread cannot start. `local`:
+    /// the kubelet's reports of its pods while the API server is
+    /// unreachable, for the writer to serve (a node with the node cache).
     pub fn start(
         config: kube::Config,
         slot: WriterSlot,
         locality: Locality,
+        local: Option<watch::Receiver<Vec<LocalPod>>>,
     ) -> Result<SyncThread, kube::Error> {
         let stop = CancellationToken::new();
         let stopped = stop.clone();
@@ -87,7 +95,7 @@ impl SyncThread {
                             return;
                         }
                     };
-                    run(client, slot, locality, stopped).await;
+                    run(client, slot, locality, stopped, local).await;
                     debug!("sync stopped");
                 });
                 let _ = done_tx.send(());
@@ -119,26 +127,57 @@ impl SyncThread {
 
 /// Discovers the upstream (retrying until it answers), then keeps the cache
 /// in sync for `locality` until `stop`: then the reflectors end, and
-/// the writer writes its last snapshot before this returns.
+/// the writer writes its last snapshot before this returns. A cache
+/// restored from a snapshot has its writer from the start, so that what the
+/// kubelet reports while the API server is unreachable (`local`) is served.
 pub async fn run(
     client: kube::Client,
     slot: WriterSlot,
     locality: Locality,
     stop: CancellationToken,
+    local: Option<watch::Receiver<Vec<LocalPod>>>,
 ) {
     let cache = slot.cache();
+    let (tx, rx) = mpsc::channel(WRITER_QUEUE);
+    let mut slot = Some(slot);
+    let mut rx = Some(rx);
+    let mut started = None;
+    if cache.readiness().restored_from().is_some() {
+        let (slot, rx) = (slot.take(), rx.take());
+        if let (Some(slot), Some(rx)) = (slot, rx) {
+            let writer = slot.start(locality.clone(), cache.native(ResourceKind::EndpointSlices));
+            started = Some((
+                writer.topology_keys(),
+                tokio::spawn(writer.run(rx, local.clone())),
+            ));
+        }
+    }
     let slice_version = tokio::select! {
         v = discover_with_retry(&client, &cache) => v,
-        () = stop.cancelled() => return,
+        () = stop.cancelled() => {
+            drop(tx);
+            if let Some((_, writing)) = started {
+                let _ = writing.await;
+            }
+            return;
+        }
     };
     info!(
         endpointslices = slice_version.as_str(),
         "upstream discovered; syncing"
     );
-    let writer = slot.start(locality.clone(), slice_version);
-    let keys = writer.topology_keys();
-    let (tx, rx) = mpsc::channel(WRITER_QUEUE);
-    let writing = tokio::spawn(writer.run(rx));
+    let (keys, writing) = match (started, slot, rx) {
+        (Some((keys, writing)), _, _) => {
+            let _ = tx.send(WriterInput::SliceVersion(slice_version)).await;
+            (keys, writing)
+        }
+        (None, Some(slot), Some(rx)) => {
+            let writer = slot.start(locality.clone(), slice_version);
+            (writer.topology_keys(), tokio::spawn(writer.run(rx, local)))
+        }
+        // One of the two is always there.
+        _ => return,
+    };
     let mut tasks = JoinSet::new();
     // Nodes: the local node(s) and the nodes sharing a local value of a key
     // in use, never the whole cluster's (see `membership`).

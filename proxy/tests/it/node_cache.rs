@@ -576,12 +576,8 @@ async fn offline_writes_get_503_at_once_and_the_registration_409() {
     kubelet_starts(&w).await;
     w.go_offline().await;
     let kubelet = w.kubelet();
+    // (A pod's status is taken: offline_the_kubelets_pod_status_moves_….)
     for (method, path, body) in [
-        (
-            Method::PATCH,
-            "/api/v1/namespaces/shop/pods/web/status",
-            json!({"status": {"phase": "Running"}}),
-        ),
         (
             Method::PATCH,
             "/api/v1/nodes/bj-1/status?timeout=10s",
@@ -657,11 +653,15 @@ async fn only_this_nodes_kubelet_reads_what_is_kept() {
 async fn a_proxy_restarted_offline_answers_from_disk_and_refuses_a_damaged_pod_list() {
     let mut w = World::new("restart").await;
     let online = kubelet_starts(&w).await;
-    // The token is on disk as soon as the kubelet has it: the kubelet asks
-    // again only after it restarts, so a proxy crash right after must not
-    // lose it (the write-behind of everything else waits a second).
-    let tokens_file = w.data_dir.join("node-cache").join("serviceaccount-tokens");
-    assert!(tokens_file.exists(), "{}", tokens_file.display());
+    // The first answer of each scope and the token are on disk as soon as
+    // the kubelet has them (the write-behind of later changes waits a
+    // second): the kubelet asks for a token again only after it restarts,
+    // and watches a scope from the version it got, which a proxy restarted
+    // after a crash must still have.
+    for file in ["serviceaccount-tokens", "pods", "secrets", "configmaps"] {
+        let path = w.data_dir.join("node-cache").join(file);
+        assert!(path.exists(), "{}", path.display());
+    }
     // The kubelet goes on reading after its token came (its pods' status
     // changes): the token stays kept, and on disk.
     assert_eq!(get(&w.kubelet(), PODS).await.0, StatusCode::OK);
@@ -817,4 +817,171 @@ async fn a_secret_no_pod_uses_any_more_is_let_go() {
     );
     let expected: Vec<String> = names(&pods).into_iter().filter(|n| n != "web").collect();
     assert_eq!(names(&get(&kubelet, PODS).await.1), expected);
+}
+
+/// Issue 44: offline, the kubelet's status writes for its own pods (new
+/// addresses after an offline reboot, readiness) move the endpoints every
+/// client of the cache is served; they survive a restart of the proxy; the
+/// API server's view wins again once it answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offline_the_kubelets_pod_status_moves_the_served_endpoints_until_the_api_server_is_back() {
+    const SLICES: &str = "/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices";
+    const ENDPOINTS: &str = "/api/v1/namespaces/shop/endpoints/web";
+    const STATUS: &str = "/api/v1/namespaces/shop/pods/web/status";
+    let mut w = World::new("local-truth").await;
+    // A Service of bj-1's pod web and of a pod of bj-2, in the same site.
+    let target = |name: &str, uid: &str| json!({"kind": "Pod", "namespace": "shop", "name": name, "uid": uid});
+    for obj in [
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "shop"},
+               "spec": {"clusterIP": "10.96.0.80", "ports": [{"port": 80, "protocol": "TCP"}]}}),
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+               "metadata": {"name": "web-x1", "namespace": "shop", "labels": {"kubernetes.io/service-name": "web"}},
+               "addressType": "IPv4", "ports": [{"port": 8080, "protocol": "TCP"}],
+               "endpoints": [
+                 {"addresses": ["10.0.1.5"], "conditions": {"ready": true, "serving": true, "terminating": false},
+                  "nodeName": NODE, "targetRef": target("web", "uid-web")},
+                 {"addresses": ["10.0.1.6"], "conditions": {"ready": true, "serving": true, "terminating": false},
+                  "nodeName": "bj-2", "targetRef": target("web-b", "uid-web-b")}]}),
+        json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "web", "namespace": "shop"},
+               "subsets": [{"addresses": [
+                   {"ip": "10.0.1.5", "nodeName": NODE, "targetRef": target("web", "uid-web")},
+                   {"ip": "10.0.1.6", "nodeName": "bj-2", "targetRef": target("web-b", "uid-web-b")}],
+                 "ports": [{"port": 8080, "protocol": "TCP"}]}]}),
+    ] {
+        w.api.apply(obj);
+    }
+    kubelet_starts(&w).await;
+    let served = |w: &World| {
+        w.pki.client(
+            &format!("https://{}", w.proxy().local_addr),
+            &w.pki.sitegrid_ca,
+            Some("fake-kubelet"),
+        )
+    };
+    // (address, ready) of each endpoint of web's slice, and the list's version.
+    async fn slice_of(c: &kube::Client) -> (Vec<(String, bool)>, u64) {
+        let (status, list) = get(c, SLICES).await;
+        assert_eq!(status, StatusCode::OK, "{list}");
+        let eps = list["items"][0]["endpoints"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|e| {
+                (
+                    e["addresses"][0].as_str().unwrap_or_default().to_owned(),
+                    e["conditions"]["ready"].as_bool().unwrap_or(false),
+                )
+            })
+            .collect();
+        let rv = list["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .parse()
+            .unwrap_or(0);
+        (eps, rv)
+    }
+    async fn until_slice(c: &kube::Client, want: &[(&str, bool)]) -> u64 {
+        let want: Vec<(String, bool)> = want.iter().map(|(a, r)| (a.to_string(), *r)).collect();
+        for _ in 0..200 {
+            let (eps, rv) = slice_of(c).await;
+            if eps == want {
+                return rv;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "the served slice never became {want:?}: {:?}",
+            slice_of(c).await
+        );
+    }
+    let before = until_slice(&served(&w), &[("10.0.1.5", true), ("10.0.1.6", true)]).await;
+    w.go_offline().await;
+
+    // The pod came back after a reboot: a new address, not ready yet.
+    let patch = |ready: &str| {
+        json!({"metadata": {"uid": "uid-web"},
+               "status": {"podIP": "10.0.1.50", "podIPs": [{"ip": "10.0.1.50"}],
+                          "conditions": [{"type": "Ready", "status": ready}]}})
+    };
+    let (status, body) = send(&w.kubelet(), Method::PATCH, STATUS, Some(patch("False"))).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let pod: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        pod["status"]["podIP"], "10.0.1.50",
+        "answered with the patched pod"
+    );
+    assert_eq!(pod["spec"]["nodeName"], NODE);
+    let not_ready = until_slice(&served(&w), &[("10.0.1.50", false), ("10.0.1.6", true)]).await;
+    assert!(not_ready > before, "{not_ready} after {before}");
+    let (_, ep) = get(&served(&w), ENDPOINTS).await;
+    assert_eq!(
+        ep["subsets"][0]["notReadyAddresses"][0]["ip"], "10.0.1.50",
+        "{ep}"
+    );
+    assert_eq!(ep["subsets"][0]["addresses"][0]["ip"], "10.0.1.6", "{ep}");
+    // Ready: served as ready; the kubelet reads its pod as it wrote it.
+    assert_eq!(
+        send(&w.kubelet(), Method::PATCH, STATUS, Some(patch("True")))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    until_slice(&served(&w), &[("10.0.1.50", true), ("10.0.1.6", true)]).await;
+    let (_, pod) = get(&w.kubelet(), "/api/v1/namespaces/shop/pods/web").await;
+    assert_eq!(pod["status"]["podIP"], "10.0.1.50");
+    // Not the kubelet's pod, or not its pod's uid: not taken.
+    let (status, _) = send(
+        &w.kubelet(),
+        Method::PATCH,
+        "/api/v1/namespaces/shop/pods/web-b/status",
+        Some(json!({"status": {"podIP": "10.0.1.66"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let mut stale = patch("True");
+    stale["metadata"]["uid"] = json!("uid-of-a-deleted-pod");
+    assert_eq!(
+        send(&w.kubelet(), Method::PATCH, STATUS, Some(stale))
+            .await
+            .0,
+        StatusCode::CONFLICT
+    );
+    // Anyone else on the kubelet port: refused, nothing changes.
+    let stranger = w.on_kubelet_port(Some("kubelet-bj-2"));
+    assert_eq!(
+        send(&stranger, Method::PATCH, STATUS, Some(patch("False")))
+            .await
+            .0,
+        StatusCode::FORBIDDEN
+    );
+    let (eps, offline_rv) = slice_of(&served(&w)).await;
+    assert_eq!(
+        eps,
+        [
+            ("10.0.1.50".to_owned(), true),
+            ("10.0.1.6".to_owned(), true)
+        ]
+    );
+
+    // The proxy restarts offline: the kubelet's word stays served.
+    w.proxy.take().unwrap().shutdown().await;
+    w.start_proxy().await;
+    w.wait_until(|r| r.contains("the kubelet is answered from the node cache"))
+        .await;
+    let (eps, rv) = slice_of(&served(&w)).await;
+    assert_eq!(
+        eps,
+        [
+            ("10.0.1.50".to_owned(), true),
+            ("10.0.1.6".to_owned(), true)
+        ]
+    );
+    assert!(rv >= offline_rv);
+
+    // The API server is back: its view wins (it still says 10.0.1.5 until
+    // the kubelet's next status sync reaches it), with a higher version.
+    w.come_back().await;
+    let back = until_slice(&served(&w), &[("10.0.1.5", true), ("10.0.1.6", true)]).await;
+    assert!(back > rv, "{back} after {rv}");
 }
