@@ -260,7 +260,7 @@ impl NodeCache {
                     .resource(resource)
                     .scopes
                     .contains_key(scope);
-                self.change(|s| {
+                self.change_if(|s| {
                     s.resource_mut(resource).replace(
                         scope,
                         format,
@@ -763,9 +763,19 @@ impl NodeCache {
     /// Applies `f` to the state, lets go of what is no longer needed, and
     /// wakes the writer.
     fn change(&self, f: impl FnOnce(&mut State)) {
+        self.change_if(|s| {
+            f(s);
+            true
+        });
+    }
+
+    /// [`NodeCache::change`] when `f` says it changed something.
+    fn change_if(&self, f: impl FnOnce(&mut State) -> bool) {
         {
             let mut state = self.inner.state.write();
-            f(&mut state);
+            if !f(&mut state) {
+                return;
+            }
             state.retain(now_unix());
         }
         self.inner.dirty.notify_one();
@@ -871,7 +881,7 @@ impl WatchTee {
             }) => match self.initial.take() {
                 Some(items) if initial_end => {
                     let format = self.format;
-                    self.cache.change(|s| {
+                    self.cache.change_if(|s| {
                         s.resource_mut(resource)
                             .replace(scope, format, &resource_version, items)
                     });

@@ -382,6 +382,15 @@ impl Storage {
     }
 
     fn write(&self, name: &str, payload: Vec<u8>) -> Result<u64, String> {
+        let whole = self.file(name, payload)?;
+        let file = AtomicFile::open(&self.dir.join(name), 0o600).map_err(|e| e.to_string())?;
+        file.write(&whole).map_err(|e| e.to_string())?;
+        Ok(whole.len() as u64)
+    }
+
+    /// The file `name` holding `payload`: the header, then the payload,
+    /// sealed with the key if there is one.
+    fn file(&self, name: &str, payload: Vec<u8>) -> Result<Vec<u8>, String> {
         let mut header = [0u8; HEADER];
         header[..8].copy_from_slice(MAGIC);
         header[8..12].copy_from_slice(&VERSION.to_le_bytes());
@@ -409,9 +418,7 @@ impl Storage {
         header[20..28].copy_from_slice(&(payload.len() as u64).to_le_bytes());
         let mut whole = header.to_vec();
         whole.extend_from_slice(&payload);
-        let file = AtomicFile::open(&self.dir.join(name), 0o600).map_err(|e| e.to_string())?;
-        file.write(&whole).map_err(|e| e.to_string())?;
-        Ok(whole.len() as u64)
+        Ok(whole)
     }
 
     /// Removes a resource's file (nothing of it kept).
@@ -422,6 +429,16 @@ impl Storage {
             Err(e) => Err(e.to_string()),
         }
     }
+}
+
+/// A file holding `payload` as a storage without a key writes it (the
+/// fuzz target reaches the records past the header and checksum with it).
+pub fn framed(payload: &[u8]) -> Vec<u8> {
+    let unkeyed = Storage {
+        dir: std::path::PathBuf::new(),
+        key: None,
+    };
+    unkeyed.file("", payload.to_vec()).unwrap_or_default()
 }
 
 fn aad(header: &[u8], name: &str) -> Vec<u8> {

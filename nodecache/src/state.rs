@@ -85,13 +85,29 @@ pub enum Lookup<'a> {
 
 impl ResourceState {
     /// Replaces `scope` with a list's answer.
+    ///
+    /// Returns false when the answer is the one kept (same version, same
+    /// objects byte for byte): nothing changes, nothing is written again.
     pub fn replace(
         &mut self,
         scope: &Scope,
         format: Format,
         resource_version: &str,
         items: Vec<Item>,
-    ) {
+    ) -> bool {
+        if let Some(old) = self.scopes.get(scope) {
+            let same = old.resource_version == resource_version
+                && old.format == format
+                && old.members.len() == items.len()
+                && items.iter().all(|i| {
+                    let key = key_of(i);
+                    old.members.contains(&key)
+                        && self.objects.get(&key).is_some_and(|o| o.bytes == i.bytes)
+                });
+            if same && self.refused.is_none() {
+                return false;
+            }
+        }
         let mut members = BTreeSet::new();
         for item in items {
             let key = key_of(&item);
@@ -113,6 +129,7 @@ impl ResourceState {
         }
         self.refused = None;
         self.dirty = true;
+        true
     }
 
     /// Applies one watch event of `scope`; returns whether anything changed.
@@ -387,6 +404,22 @@ mod tests {
 
     fn by_name(name: &str) -> Scope {
         Scope::new(Some("shop"), "", &format!("metadata.name={name}")).unwrap()
+    }
+
+    #[test]
+    fn the_same_answer_again_changes_nothing_and_is_not_written_again() {
+        let mut pods = ResourceState::default();
+        let scope = node_pods();
+        assert!(pods.replace(&scope, Format::Protobuf, "10", vec![item("shop", "a", "9")]));
+        pods.dirty = false;
+        assert!(!pods.replace(&scope, Format::Protobuf, "10", vec![item("shop", "a", "9")]));
+        assert!(!pods.dirty);
+        // A newer version, or another object: kept, to be written.
+        assert!(pods.replace(&scope, Format::Protobuf, "11", vec![item("shop", "a", "9")]));
+        assert!(pods.dirty);
+        pods.dirty = false;
+        assert!(pods.replace(&scope, Format::Protobuf, "11", vec![item("shop", "b", "9")]));
+        assert!(pods.continues(&scope, "11"));
     }
 
     #[test]

@@ -308,8 +308,16 @@ mod tests {
             classify_of(Method::POST, "/api/v1/nodes"),
             KubeletRequest::RegisterNode
         );
+        assert_eq!(
+            classify_of(Method::PATCH, "/api/v1/namespaces/shop/pods/web/status"),
+            KubeletRequest::PodStatus {
+                namespace: "shop".into(),
+                name: "web".into()
+            }
+        );
         for (method, other) in [
-            (Method::PATCH, "/api/v1/namespaces/shop/pods/web/status"),
+            (Method::PUT, "/api/v1/namespaces/shop/pods/web/status"),
+            (Method::PATCH, "/api/v1/namespaces/shop/pods/web"),
             (Method::PATCH, "/api/v1/nodes/bj-1/status"),
             (
                 Method::PUT,
