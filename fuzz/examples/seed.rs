@@ -172,6 +172,76 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     put("kubeconfig", "embedded", &read("kube-proxy.kubeconfig")?)?;
     fs::remove_dir_all(&dir)?;
+
+    // node_cache_file: what a node cache of bj-1 writes after the kubelet
+    // read a pod, its Secret and its token, and reported the pod offline;
+    // each file whole (mode 0-3) and its records alone (mode 0x80-0x83).
+    let dir = std::env::temp_dir().join(format!("sitegrid-fuzz-seed-nc-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    {
+        use sitegrid_nodecache::{Format, KeptResource, NodeCache, Scope, Storage};
+        let cache = NodeCache::open("bj-1", Some(Storage::new(&dir, None)?));
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "uid-web", "resourceVersion": "7"},
+            "spec": {"nodeName": "bj-1", "volumes": [{"name": "db", "secret": {"secretName": "db"}}],
+                     "containers": [{"name": "web", "image": "web:1"}]},
+            "status": {"phase": "Running", "podIP": "10.0.1.5", "podIPs": [{"ip": "10.0.1.5"}],
+                       "conditions": [{"type": "Ready", "status": "True"}]}});
+        let list = |kind: &str, items: Vec<Value>| {
+            serde_json::to_vec(
+                &json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": "9"}, "items": items}),
+            )
+        };
+        cache.listed(
+            KeptResource::Pods,
+            &Scope::new(None, "", "spec.nodeName=bj-1")?,
+            Format::Json,
+            &list("PodList", vec![pod])?,
+        );
+        cache.listed(
+            KeptResource::Secrets,
+            &Scope::new(Some("shop"), "", "metadata.name=db")?,
+            Format::Json,
+            &list(
+                "SecretList",
+                vec![
+                    json!({"metadata": {"name": "db", "namespace": "shop", "resourceVersion": "3"},
+                "type": "Opaque", "data": {"password": "aHVudGVyMg=="}}),
+                ],
+            )?,
+        );
+        cache.token_issued(
+            "shop",
+            "web",
+            bytes::Bytes::from_static(b"{\"spec\":{}}"),
+            Format::Json,
+            bytes::Bytes::from(serde_json::to_vec(&json!({"kind": "TokenRequest",
+                "spec": {"boundObjectRef": {"kind": "Pod", "name": "web", "uid": "uid-web"}},
+                "status": {"token": "eyJhbGciOiJSUzI1NiJ9.e30.c2ln", "expirationTimestamp": "2030-01-01T00:00:00Z"}}))?),
+        );
+        let patch = br#"{"status":{"podIP":"10.0.1.50","podIPs":[{"ip":"10.0.1.50"}]}}"#;
+        let _ = cache.status_written("shop", "web", patch);
+        cache.flush();
+    }
+    for (mode, name) in [
+        (0u8, "pods"),
+        (1, "secrets"),
+        (2, sitegrid_nodecache::persist::TOKENS_FILE),
+        (3, sitegrid_nodecache::persist::LOCAL_FILE),
+    ] {
+        let file = fs::read(dir.join(name))?;
+        put(
+            "node_cache_file",
+            name,
+            &[[mode].as_slice(), &file].concat(),
+        )?;
+        put(
+            "node_cache_file",
+            &format!("{name}-records"),
+            &[[mode | 0x80].as_slice(), &file[28..]].concat(),
+        )?;
+    }
+    fs::remove_dir_all(&dir)?;
     Ok(())
 }
 

@@ -16,8 +16,9 @@
 mod targets;
 
 pub use targets::{
-    accept, api_path, certs, continue_token, field_selector, kubeconfig, label_selector, projector,
-    protobuf, protobuf_answer, query, serve, snapshot, watch_frames,
+    accept, api_path, certs, continue_token, field_selector, kubeconfig, label_selector,
+    node_cache_file, pod_status, projector, protobuf, protobuf_answer, query, serve, snapshot,
+    watch_frames,
 };
 
 /// A target: its name (of its binary and its corpus folder) and its function.
@@ -39,6 +40,8 @@ pub const TARGETS: &[Target] = &[
     ("protobuf_answer", protobuf_answer),
     ("kubeconfig", kubeconfig),
     ("certs", certs),
+    ("node_cache_file", node_cache_file),
+    ("pod_status", pod_status),
 ];
 
 /// The input as text when it is UTF-8 (what an HTTP library or a file

@@ -1,12 +1,14 @@
 //! The targets, grouped by where their bytes come from.
 
 mod files;
+mod node_cache;
 mod request;
 mod serve;
 mod snapshot;
 mod upstream;
 
 pub use files::{certs, kubeconfig};
+pub use node_cache::{node_cache_file, pod_status};
 pub use request::{accept, api_path, continue_token, field_selector, label_selector, query};
 pub use serve::serve;
 pub use snapshot::snapshot;
