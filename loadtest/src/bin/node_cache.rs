@@ -48,6 +48,10 @@ struct Args {
     /// Rounds of the kubelet's reads timed, online and offline each.
     #[arg(long, default_value_t = 20)]
     rounds: usize,
+    /// Run the proxy on this CPU alone, and this bench (the kubelet model and
+    /// the in-memory API server) on the others.
+    #[arg(long)]
+    proxy_cpu: Option<usize>,
 }
 
 const NODE: &str = "bench-1";
@@ -57,6 +61,13 @@ const ACCEPT: &str = "application/vnd.kubernetes.protobuf,application/json";
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let proxy_bin = proxy_bin(args.proxy_bin.as_deref())?;
+    let placement = match args.proxy_cpu {
+        Some(cpu) => {
+            let others = sitegrid_loadtest::affinity::leave_cpu(cpu)?;
+            format!(" The proxy ran on CPU {cpu} alone, the bench on CPUs {others:?}.")
+        }
+        None => " The proxy and the bench shared every CPU.".to_owned(),
+    };
     let dir =
         std::env::temp_dir().join(format!("sitegrid-node-cache-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -79,13 +90,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let direct = pki.client(&api_url, "cluster-ca.crt")?;
 
     let data = dir.join("data");
-    let mut proxy = Proxy::start(&proxy_bin, &pki, &api_url, &data)?;
+    let mut proxy = Proxy::start(&proxy_bin, &pki, &api_url, &data, args.proxy_cpu)?;
     let kubelet = pki.client(&format!("https://{}", proxy.kubelet), "sitegrid-ca.crt")?;
     wait(&kubelet, &format!("/api/v1/nodes/{NODE}")).await?;
 
     println!("# sitegrid-node-cache-bench\n");
     println!(
-        "Node `{NODE}` with {} pods, each with a Secret, a ConfigMap and a projected service-account token; the kubelet's reads as kubelet 1.20 sends them (protobuf), through sitegrid-proxy's kubelet port over TLS with the kubelet's client certificate, the in-memory API server playing 1.20 behind it (HTTPS, client certificates); {} rounds.\n",
+        "Node `{NODE}` with {} pods, each with a Secret, a ConfigMap and a projected service-account token; the kubelet's reads as kubelet 1.20 sends them (protobuf), through sitegrid-proxy's kubelet port over TLS with the kubelet's client certificate, the in-memory API server playing 1.20 behind it (HTTPS, client certificates); {} rounds.{placement}\n",
         args.pods, args.rounds
     );
     let reads = reads(args.pods);
@@ -128,7 +139,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A restart offline: the first pod list answered from disk.
     proxy.stop();
     let started = Instant::now();
-    proxy = Proxy::start(&proxy_bin, &pki, &api_url, &data)?;
+    proxy = Proxy::start(&proxy_bin, &pki, &api_url, &data, args.proxy_cpu)?;
     let kubelet = pki.client(&format!("https://{}", proxy.kubelet), "sitegrid-ca.crt")?;
     let pods =
         format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{NODE}&limit=500&resourceVersion=0");
@@ -368,6 +379,7 @@ impl Proxy {
         pki: &Pki,
         api_url: &str,
         data: &Path,
+        cpu: Option<usize>,
     ) -> Result<Proxy, Box<dyn std::error::Error>> {
         let kubeconfig = pki.dir.join("upstream.kubeconfig");
         std::fs::write(
@@ -411,6 +423,9 @@ impl Proxy {
             .arg("--log-level=warn")
             .stdout(Stdio::null())
             .spawn()?;
+        if let Some(cpu) = cpu {
+            sitegrid_loadtest::affinity::pin_process(child.id(), cpu)?;
+        }
         Ok(Proxy {
             child,
             kubelet,
