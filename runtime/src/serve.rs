@@ -786,6 +786,140 @@ mod tests {
         futures::stream::pending()
     }
 
+    /// A client certificate is read once per connection: every request of
+    /// a connection carries the same parsed subject, and another connection
+    /// its own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_certificate_is_parsed_once_per_connection() {
+        use rcgen::{
+            BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
+            IsCa, KeyPair, KeyUsagePurpose, SanType,
+        };
+        use tokio_rustls::rustls::{
+            self,
+            pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName},
+        };
+        let mut ca = CertificateParams::default();
+        ca.distinguished_name.push(DnType::CommonName, "test CA");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+        let leaf = |cn: &str, server: bool| {
+            let mut p = CertificateParams::default();
+            p.distinguished_name.push(DnType::CommonName, cn);
+            p.distinguished_name
+                .push(DnType::OrganizationName, "system:nodes");
+            if server {
+                p.subject_alt_names = vec![SanType::IpAddress([127, 0, 0, 1].into())];
+                p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+            } else {
+                p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+            }
+            let key = KeyPair::generate().unwrap();
+            let cert = p.signed_by(&key, &ca).unwrap();
+            (
+                vec![cert.der().clone()],
+                PrivateKeyDer::from(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            )
+        };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(CertificateDer::from(ca.der().to_vec())).unwrap();
+        let roots = Arc::new(roots);
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            roots.clone(),
+            provider.clone(),
+        )
+        .build()
+        .unwrap();
+        let (chain, key) = leaf("127.0.0.1", true);
+        let server = Arc::new(
+            rustls::ServerConfig::builder_with_provider(provider.clone())
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_client_cert_verifier(verifier)
+                .with_single_cert(chain, key)
+                .unwrap(),
+        );
+        let (chain, key) = leaf("system:node:bj-1", false);
+        let client = Arc::new(
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_client_auth_cert(chain, key)
+                .unwrap(),
+        );
+
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        // Each request answers which parsed certificate it carried, and whose.
+        let service = |req: Request<Incoming>| async move {
+            let peer = req.extensions().get::<PeerCertificates>().cloned();
+            let body = match peer {
+                Some(p) => format!(
+                    "{:p} {}",
+                    Arc::as_ptr(&p.0),
+                    p.subject().map_or("", |s| s.user.as_str())
+                ),
+                None => "none".into(),
+            };
+            Ok::<_, std::convert::Infallible>(Response::new(http_body_util::Full::new(
+                bytes::Bytes::from(body),
+            )))
+        };
+        let acceptor = tokio_rustls::TlsAcceptor::from(server);
+        let server = tokio::spawn(serve(
+            listener,
+            service,
+            Transport::Tls(Arc::new(move || acceptor.clone())),
+            ConnLimits::default(),
+            shutdown.clone(),
+            Duration::from_secs(1),
+        ));
+        let connection = || async {
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let tls = tokio_rustls::TlsConnector::from(client.clone())
+                .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+                .await
+                .unwrap();
+            let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            send
+        };
+        let ask = |send: &mut hyper::client::conn::http1::SendRequest<
+            http_body_util::Empty<bytes::Bytes>,
+        >| {
+            let req = get("/");
+            let fut = send.send_request(req);
+            async move {
+                use http_body_util::BodyExt;
+                let body = fut.await.unwrap().into_body().collect().await.unwrap();
+                String::from_utf8(body.to_bytes().to_vec()).unwrap()
+            }
+        };
+        let mut one = connection().await;
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(ask(&mut one).await);
+        }
+        assert!(seen[0].ends_with(" system:node:bj-1"), "{seen:?}");
+        assert!(
+            seen.iter().all(|s| *s == seen[0]),
+            "one parse per connection: {seen:?}"
+        );
+        let mut two = connection().await;
+        let other = ask(&mut two).await;
+        assert!(other.ends_with(" system:node:bj-1"));
+        assert_ne!(other, seen[0], "another connection, another parse");
+        shutdown.cancel();
+        drop((one, two));
+        server.await.unwrap();
+    }
+
     #[tokio::test]
     async fn a_client_that_closes_before_a_byte_is_no_protocol() {
         let (client, server) = pair().await;
