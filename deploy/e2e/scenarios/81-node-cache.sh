@@ -195,8 +195,20 @@ echo "figures: node cache, proxy killed on sh-1: back in ${proxy_back} s (restar
 # --- sh-1 rebooted offline with the node cache -------------------------------------------
 node_power_off sh-1
 node_cut sh-1
+# A client in the site (sh-1's own network) asks the ServiceGrid's ClusterIP every 200 ms
+# through the reboot: "<time> <the pod that answered, or ->".
+asks=$SITEGRID_E2E_LOGS/asks-sh-1.log
+(while :; do
+    t=$(date +%s.%N)
+    a=$(ip netns exec sg-sh-1 curl -s --max-time 1 "http://$GRID_IP/" 2>/dev/null | sed -n 's/^pod name: //p')
+    echo "$t ${a:--}"
+    sleep 0.2
+done) >"$asks" 2>/dev/null &
+asker=$!
+track "$asker"
 node_boot sh-1
 retry 180 all_back sh-1 "$SH_PODS" || fail "sh-1 rebooted offline: pods running '$(running sh-1)', want '$SH_PODS'"
+running_at=$(date +%s.%N)
 offline_reboot=$(since_kubelet sh-1)
 booted=$SECONDS
 # What the kubelet logs from here on: before every pod was back it retried what failed
@@ -212,6 +224,24 @@ in_site() { [[ $(ask_from sh-1) == deploymentgrid-demo-shanghai-* ]]; }
 retry 60 in_site || fail "sh-1 offline: the ClusterIP answered '$(ask_from sh-1)', not by a pod of shanghai"
 answered=$(since_kubelet sh-1)
 echo "figures: offline reboot with the node cache: the ClusterIP answered in the site ${answered} s after the kubelet started, by the restarted pods at their new addresses"
+sleep 20
+kill "$asker" 2>/dev/null
+stale=$(python3 - "$asks" "$running_at" <<'PY'
+import sys
+lines = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 2]
+ready = float(sys.argv[2])
+ok = lambda a: a.startswith("deploymentgrid-demo-shanghai-")
+first = next((float(t) for t, a in lines if ok(a)), None)
+after = [(t, a) for t, a in lines if first is not None and float(t) >= first]
+failed = sum(1 for t, a in after if a == "-")
+other = sum(1 for t, a in lines if a != "-" and not ok(a))
+late = first - ready if first is not None else -1
+print(f"{late:.1f} {len(lines)} {failed} {other}")
+PY
+)
+read -r late sent failed other <<<"$stale"
+echo "figures: offline reboot, stale endpoints: the ClusterIP answered by the restarted pods ${late} s after they were all Running; $sent requests sent, $failed failed after that, $other from another site"
+expect "answers from another site" "$other" 0
 readyz=$(in_node sh-1 curl -s http://127.0.0.1:51007/readyz)
 [[ $readyz == *"answered from the node cache"* ]] || fail "sh-1's proxy offline: /readyz '$readyz'"
 app_log=$SH/e2e/edge-app.log
@@ -226,7 +256,8 @@ kubectl create secret generic edge-secret --from-literal=password=second --dry-r
 remaining=$((OFFLINE_FOR - (SECONDS - booted)))
 ((remaining > 0)) && sleep "$remaining"
 expect "sh-1's kubelet after $OFFLINE_FOR s offline (the same process)" "$(node_kubelet_pid sh-1)" "$kubelet_pid"
-bad=$(tail -n +"$((log_from + 1))" "$SITEGRID_E2E_LOGS/kubelet-sh-1.log" |
+# (Not the Events the kubelet sends again and again offline: they quote what failed at its start.)
+bad=$(tail -n +"$((log_from + 1))" "$SITEGRID_E2E_LOGS/kubelet-sh-1.log" | grep -v ' event.go:' |
     grep -E 'failed to sync (secret|configmap) cache|services have not yet been read|Failed to initialize CSINode' | tail -3)
 [[ -z $bad ]] || fail "sh-1's kubelet offline: $bad"
 all_back sh-1 "$SH_PODS" || fail "sh-1 after $OFFLINE_FOR s offline: pods running '$(running sh-1)'"
