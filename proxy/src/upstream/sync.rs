@@ -139,24 +139,24 @@ pub async fn run(
 ) {
     let cache = slot.cache();
     let (tx, rx) = mpsc::channel(WRITER_QUEUE);
-    let mut slot = Some(slot);
-    let mut rx = Some(rx);
-    let mut started = None;
-    if cache.readiness().restored_from().is_some() {
-        let (slot, rx) = (slot.take(), rx.take());
-        if let (Some(slot), Some(rx)) = (slot, rx) {
-            let writer = slot.start(locality.clone(), cache.native(ResourceKind::EndpointSlices));
-            started = Some((
-                writer.topology_keys(),
-                tokio::spawn(writer.run(rx, local.clone())),
-            ));
-        }
-    }
+    let start = |slot: WriterSlot, rx, version| {
+        let writer = slot.start(locality.clone(), version);
+        (
+            writer.topology_keys(),
+            tokio::spawn(writer.run(rx, local.clone())),
+        )
+    };
+    // Restored: the writer runs before the API server answers.
+    let writer = if cache.readiness().restored_from().is_some() {
+        Ok(start(slot, rx, cache.native(ResourceKind::EndpointSlices)))
+    } else {
+        Err((slot, rx))
+    };
     let slice_version = tokio::select! {
         v = discover_with_retry(&client, &cache) => v,
         () = stop.cancelled() => {
             drop(tx);
-            if let Some((_, writing)) = started {
+            if let Ok((_, writing)) = writer {
                 let _ = writing.await;
             }
             return;
@@ -166,17 +166,12 @@ pub async fn run(
         endpointslices = slice_version.as_str(),
         "upstream discovered; syncing"
     );
-    let (keys, writing) = match (started, slot, rx) {
-        (Some((keys, writing)), _, _) => {
+    let (keys, writing) = match writer {
+        Ok(started) => {
             let _ = tx.send(WriterInput::SliceVersion(slice_version)).await;
-            (keys, writing)
+            started
         }
-        (None, Some(slot), Some(rx)) => {
-            let writer = slot.start(locality.clone(), slice_version);
-            (writer.topology_keys(), tokio::spawn(writer.run(rx, local)))
-        }
-        // One of the two is always there.
-        _ => return,
+        Err((slot, rx)) => start(slot, rx, slice_version),
     };
     let mut tasks = JoinSet::new();
     // Nodes: the local node(s) and the nodes sharing a local value of a key
