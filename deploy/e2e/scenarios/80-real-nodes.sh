@@ -184,7 +184,10 @@ proxy_pod() { kubectl -n kube-system get pods -l app=sitegrid-proxy --field-sele
 drill_start
 old=$(proxy_pod bj-1)
 kubectl -n kube-system delete pod "$old" --wait=false >/dev/null || fail "delete $old"
-retry 60 bash -c "p=\$(kubectl -n kube-system get pods -l app=sitegrid-proxy --field-selector spec.nodeName=bj-1 -o jsonpath='{.items[0].metadata.name}'); [[ -n \$p && \$p != $old ]]" ||
+# Any pod on bj-1 but the old one: the DaemonSet makes the new pod while the old one is still
+# terminating, and the list is sorted by name, so its first item may well be the old pod (which
+# lingers when the kubelet retries a kill containerd answers NotFound).
+retry 60 bash -c "kubectl -n kube-system get pods -l app=sitegrid-proxy --field-selector spec.nodeName=bj-1 -o name | grep -vqx 'pod/$old'" ||
     fail "no new proxy pod on bj-1"
 kubectl -n kube-system rollout status daemonset/sitegrid-proxy --timeout=120s >/dev/null || fail "the proxy did not come back on bj-1"
 sleep 5
