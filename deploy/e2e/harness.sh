@@ -43,6 +43,11 @@ expect_within() {
 
 # expect WHAT ACTUAL EXPECTED: they are equal, else fail.
 expect() { [[ $2 == "$3" ]] || fail "$1: got '$2', want '$3'"; }
+# CMD | has [GREP-OPTION...] PATTERN: whether CMD printed a line matching PATTERN. Use it
+# instead of `grep -q` after a pipe: grep -q stops reading at the first match, a writer with
+# more to write then dies of SIGPIPE, and pipefail makes that the pipeline's failure (a
+# flaky one: it depends on how the output was split into writes). has reads it all.
+has() { local all; all=$(cat); grep -q "$@" <<<"$all"; }
 
 # --- processes ---------------------------------------------------------------
 

@@ -191,7 +191,7 @@ run_kube_proxy() {
     retry 30 dnat_synced "$ns" || fail "kube-proxy for $node wrote no rules (see $log)"
 }
 
-dnat_synced() { ip netns exec "$1" iptables-save -t nat | grep -q -- '-A KUBE-SERVICES .*default/kubernetes'; }
+dnat_synced() { ip netns exec "$1" iptables-save -t nat | has -- '-A KUBE-SERVICES .*default/kubernetes'; }
 
 # dnat_targets NS SERVICE: the sorted `--to-destination`s of the DNAT rules kube-proxy wrote in NS for
 # default/SERVICE (any port), space-separated.

@@ -12,7 +12,7 @@ expect "gz-2 slices" "$(slice_ips $GZ)" "10.0.0.139 10.0.1.8"
 expect "bj-1 endpoints" "$(endpoints_ips $BJ servicegrid-demo-svc)" "10.0.0.70 10.0.1.72"
 expect "bj-1 plain endpoints" "$(endpoints_ips $BJ plain-echo)" "10.0.0.81 10.0.1.33"
 # v1 is served even though this apiserver only has v1beta1; nodeName comes from topology.
-kubectl --server $BJ get --raw /apis/discovery.k8s.io/v1/endpointslices | grep -q '"nodeName":"bj-1"' || fail "v1 view lacks nodeName"
+kubectl --server $BJ get --raw /apis/discovery.k8s.io/v1/endpointslices | has '"nodeName":"bj-1"' || fail "v1 view lacks nodeName"
 
 # A node moves site: bj-3 joins guangzhou, and its endpoint moves with it.
 rv=$(kubectl --server $BJ get --raw /api/v1/namespaces/default/endpoints | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"]["resourceVersion"])')
@@ -27,13 +27,13 @@ kubectl label node bj-3 location=beijing --overwrite >/dev/null
 retry 10 bash -c "[[ \"\$(source $(dirname "${BASH_SOURCE[0]}")/../lib.sh; endpoints_ips $BJ servicegrid-demo-svc)\" == '10.0.0.70 10.0.1.72' ]]" || fail "bj-3 did not come back"
 
 # kubectl 1.33 prints the server's table through the proxy.
-"${KUBECTL_DIR:-/usr/lib/google-cloud-sdk/bin}/kubectl.1.33" --server $BJ get endpoints servicegrid-demo-svc | grep -q '10.0.0.70:8080,10.0.1.72:8080' || fail "kubectl 1.33 table"
+"${KUBECTL_DIR:-/usr/lib/google-cloud-sdk/bin}/kubectl.1.33" --server $BJ get endpoints servicegrid-demo-svc | has '10.0.0.70:8080,10.0.1.72:8080' || fail "kubectl 1.33 table"
 
 # Passthrough over the proxy's own TLS client credentials (kube-proxy's certificate):
 # discovery, and the event kube-proxy posts at start-up (RBAC: system:node-proxier).
-kubectl --server $BJ get --raw /version | grep -q '"gitVersion": *"v1.20.2"' || fail "/version through the proxy"
+kubectl --server $BJ get --raw /version | has '"gitVersion": *"v1.20.2"' || fail "/version through the proxy"
 code=$(curl -s -o "$SITEGRID_E2E_LOGS/event.json" -w '%{http_code}' -X POST -H 'content-type: application/json' \
     "$BJ/api/v1/namespaces/default/events" \
     -d '{"apiVersion":"v1","kind":"Event","metadata":{"name":"kube-proxy-bj-1.e2e"},"involvedObject":{"kind":"Node","name":"bj-1"},"reason":"Starting","message":"Starting kube-proxy.","type":"Normal"}')
 expect "event POST through the proxy" "$code" 201
-kubectl get event kube-proxy-bj-1.e2e -o name | grep -q kube-proxy-bj-1.e2e || fail "the event is not in the API server"
+kubectl get event kube-proxy-bj-1.e2e -o name | has kube-proxy-bj-1.e2e || fail "the event is not in the API server"

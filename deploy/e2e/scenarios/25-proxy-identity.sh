@@ -50,10 +50,11 @@ expect "the proxy's identity may not delete Services" \
 
 "$SITEGRID_PROXY_BIN" --kubeconfig "$PROXY_KUBECONFIG" --hostname bj-1 --bind-address "127.0.0.1:$TLS_PORT" \
     --cert-file "$PKI/server.crt" --key-file "$PKI/server.key" --ca-file "$PKI/ca.crt" \
-    --metrics-bind-address "127.0.0.1:$TLS_OPS" >"$SITEGRID_E2E_LOGS/proxy-tls-bj-1.log" 2>&1 &
+    --metrics-bind-address "127.0.0.1:$TLS_OPS" --data-dir "$SITEGRID_E2E_RUN/proxy-data/bj-1-tls" \
+    >"$SITEGRID_E2E_LOGS/proxy-tls-bj-1.log" 2>&1 &
 track $!
 "$SITEGRID_PROXY_BIN" --kubeconfig "$PROXY_KUBECONFIG" --hostname bj-1 --bind-address "127.0.0.1:$PLAIN_PORT" \
-    >"$SITEGRID_E2E_LOGS/proxy-plain-bj-1.log" 2>&1 &
+    --data-dir "$SITEGRID_E2E_RUN/proxy-data/bj-1-plain" >"$SITEGRID_E2E_LOGS/proxy-plain-bj-1.log" 2>&1 &
 track $!
 retry 30 curl -sf "http://127.0.0.1:$TLS_OPS/readyz" || fail "the TLS proxy is not ready (see proxy-tls-bj-1.log)"
 retry 30 curl -sf "http://127.0.0.1:$PLAIN_PORT/readyz" || fail "the plain proxy is not ready"
@@ -81,7 +82,7 @@ fi
 # Without credentials: kube-proxy's own needs run as the proxy, whose RBAC
 # decides (no Events: the API server refuses user sitegrid-proxy) ...
 plain=http://127.0.0.1:$PLAIN_PORT
-curl -sf "$plain/api/v1/nodes/bj-1" | grep -q '"name": *"bj-1"' || fail "anonymous GET of its own Node"
+curl -sf "$plain/api/v1/nodes/bj-1" | has '"name": *"bj-1"' || fail "anonymous GET of its own Node"
 out=$(curl -s -X POST -H 'Content-Type: application/json' "$plain/api/v1/namespaces/default/events" \
     -d '{"apiVersion":"v1","kind":"Event","metadata":{"name":"anon.1"},"involvedObject":{"kind":"Node","name":"bj-1"},"reason":"Test"}')
 [[ $out == *'User \"sitegrid-proxy\" cannot create resource \"events\"'* ]] || fail "anonymous Event not run as the proxy: $out"

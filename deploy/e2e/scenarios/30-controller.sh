@@ -64,7 +64,7 @@ expect "sg condition" "$(jget sg servicegrid-demo '{.status.conditions[0].type}=
 # A template the API server refuses (two ports, the first unnamed): Synced=False, a Warning event, the Service untouched.
 kubectl patch sg servicegrid-demo --type=json -p '[{"op":"add","path":"/spec/template/ports/-","value":{"name":"metrics","port":9100,"targetPort":9100,"protocol":"TCP"}}]' >/dev/null
 retry 20 bash -c "[[ \$(kubectl get sg servicegrid-demo -o jsonpath='{.status.conditions[0].status}/{.status.conditions[0].reason}') == False/ApplyFailed ]]" || fail "no ApplyFailed condition: $(kubectl get sg servicegrid-demo -o jsonpath='{.status}')"
-kubectl get events.events.k8s.io -o jsonpath='{range .items[*]}{.type} {.reason} {.regarding.name} {.note}{"\n"}{end}' | grep -q '^Warning ApplyFailed servicegrid-demo .*spec.ports\[0\].name' || fail "no ApplyFailed Warning event"
+kubectl get events.events.k8s.io -o jsonpath='{range .items[*]}{.type} {.reason} {.regarding.name} {.note}{"\n"}{end}' | has '^Warning ApplyFailed servicegrid-demo .*spec.ports\[0\].name' || fail "no ApplyFailed Warning event"
 expect "ports while refused" "$(jget svc servicegrid-demo-svc '{.spec.ports[*].port}')" 80
 kubectl patch sg servicegrid-demo --type=json -p '[{"op":"add","path":"/spec/template/ports/0/name","value":"http"}]' >/dev/null
 retry 20 bash -c "[[ \$(kubectl get svc servicegrid-demo-svc -o jsonpath='{.spec.ports[*].port}') == '80 9100' ]]" || fail "ServiceGrid port change not applied"
@@ -74,7 +74,7 @@ expect "sg condition" "$(jget sg servicegrid-demo '{.status.conditions[0].type}=
 # Status per site, and `kubectl get dg` prints it.
 retry 20 bash -c "[[ \$(kubectl get dg deploymentgrid-demo -o jsonpath='{.status.states.beijing.replicas}/{.status.states.guangzhou.replicas}/{.status.sites}') == 2/2/2 ]]" || fail "dg status per site: $(kubectl get dg deploymentgrid-demo -o jsonpath='{.status}')"
 kubectl get dg | grep -Eq '^deploymentgrid-demo +2 +0 ' || fail "kubectl get dg: $(kubectl get dg)"
-kubectl get ssg statefulsetgrid-demo -o jsonpath='{.status.states.beijing.replicas}' | grep -q 1 || fail "ssg status: $(kubectl get ssg statefulsetgrid-demo -o jsonpath='{.status}')"
+kubectl get ssg statefulsetgrid-demo -o jsonpath='{.status.states.beijing.replicas}' | has 1 || fail "ssg status: $(kubectl get ssg statefulsetgrid-demo -o jsonpath='{.status}')"
 
 # A new site appears with its first node and goes with its last.
 add_node sh-1 location=shanghai

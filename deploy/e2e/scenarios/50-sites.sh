@@ -65,14 +65,14 @@ expect "gz-1 guangzhou label" "$(label gz-1 guangzhou)" nodeunits.superedge.io
 expect "gz-3 guangzhou label set by hand" "$(label gz-3 guangzhou)" by-hand
 conflict() { kubectl get nodeunit guangzhou -o jsonpath='{.status.conditions[?(@.type=="Conflict")].status}'; }
 expect_within 10 "guangzhou Conflict condition" True conflict
-kubectl get nodeunit guangzhou -o jsonpath='{.status.conditions[?(@.type=="Conflict")].message}' | grep -q 'gz-3' ||
+kubectl get nodeunit guangzhou -o jsonpath='{.status.conditions[?(@.type=="Conflict")].message}' | has 'gz-3' ||
     fail "the Conflict condition does not name gz-3"
 retry 10 bash -c '(( $(kubectl get events -A --field-selector reason=Conflict,involvedObject.name=guangzhou -o name | wc -l) >= 1 ))' ||
     fail "no Conflict event on guangzhou"
 expect "bj-1 default unit label" "$(label bj-1 unit-node-all)" nodeunits.superedge.io
 group() { kubectl get nodegroup location -o jsonpath='{.status.unitNumber} {.status.nodeUnits}'; }
 expect_within 10 "nodegroup location status" '2 ["beijing","guangzhou"]' group
-kubectl get nodegroup location --no-headers | awk '{print $2}' | grep -qx 2 || fail "kubectl get nodegroup UNITS"
+kubectl get nodegroup location --no-headers | awk '{print $2}' | has -x 2 || fail "kubectl get nodegroup UNITS"
 described=$(kubectl describe nodeunit beijing)
 for field in "Set Node:" "Beijing: +nodeunits.superedge.io" "Location: +beijing" "Type: +edge" \
     "Ready Rate: +3/3" "Ready Nodes:"; do

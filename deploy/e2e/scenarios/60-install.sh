@@ -100,7 +100,7 @@ resources: [../../base]
 images:
 - {name: sitegrid/sitegrid-proxy, newName: registry.example/sitegrid-proxy, newTag: "0.1.1"}
 K
-kubectl kustomize "$WORK/deploy/overlays/registry" | grep -q 'image: registry.example/sitegrid-proxy:0.1.1' ||
+kubectl kustomize "$WORK/deploy/overlays/registry" | has 'image: registry.example/sitegrid-proxy:0.1.1' ||
     fail "an overlay's images: entry does not move the proxy's image"
 rm -r "$WORK/deploy/overlays/registry"
 
@@ -271,7 +271,8 @@ exists svc sitegrid-install-victim || fail "the victim Service is gone"
 # As the DaemonSet runs it, with the example overlay's files (ports moved off 51006/51007).
 "$SITEGRID_PROXY_BIN" --kubeconfig "$PROXY_KC" --hostname bj-1 --bind-address "127.0.0.1:$PROXY" \
     --cert-file "$CERTS/server.crt" --key-file "$CERTS/server.key" --ca-file "$CERTS/ca.crt" \
-    --metrics-bind-address "127.0.0.1:$PROXY_OPS" >"$SITEGRID_E2E_LOGS/proxy-install.log" 2>&1 &
+    --metrics-bind-address "127.0.0.1:$PROXY_OPS" --data-dir "$SITEGRID_E2E_RUN/proxy-data/bj-1-install" \
+    >"$SITEGRID_E2E_LOGS/proxy-install.log" 2>&1 &
 track $! install
 retry 30 curl -sf "http://127.0.0.1:$PROXY_OPS/readyz" || fail "the proxy (ServiceAccount token) never got ready"
 # kube-proxy's kubeconfig, with the files where this run has them.

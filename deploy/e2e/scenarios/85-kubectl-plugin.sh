@@ -24,7 +24,7 @@ BARE_STARTING=$!
 # kubectl finds the plugin on PATH.
 ln -sf "$SITEGRID_PLUGIN_BIN" "$TMP/bin/kubectl-sitegrid"
 export PATH="$TMP/bin:$PATH"
-kubectl plugin list 2>/dev/null | grep -qx "$TMP/bin/kubectl-sitegrid" || fail "kubectl plugin list: $(kubectl plugin list 2>&1)"
+kubectl plugin list 2>/dev/null | has -x "$TMP/bin/kubectl-sitegrid" || fail "kubectl plugin list: $(kubectl plugin list 2>&1)"
 
 # This scenario's controller is the only one; the sites as sample.sh made them.
 stop_tracked_controllers
@@ -163,10 +163,10 @@ spec:
 EOF
 kubectl -n kube-system patch pod sitegrid-proxy-bj-1 --subresource=status --type=merge \
     -p "$(pod_status 192.0.2.11 192.0.2.11 True "$(date -u +%Y-%m-%dT%H:%M:%SZ)")" >/dev/null
-kubectl sitegrid endpoints servicegrid-demo-svc --node bj-1 | grep -qx "Proxy: sitegrid-proxy on bj-1: kube-system/sitegrid-proxy-bj-1 (Running)." ||
+kubectl sitegrid endpoints servicegrid-demo-svc --node bj-1 | has -x "Proxy: sitegrid-proxy on bj-1: kube-system/sitegrid-proxy-bj-1 (Running)." ||
     fail "proxy pod not found: $(kubectl sitegrid endpoints servicegrid-demo-svc --node bj-1)"
 kubectl -n kube-system delete pod sitegrid-proxy-bj-1 --grace-period=0 --force >/dev/null 2>&1
-kubectl sitegrid endpoints plain-echo --node bj-1 | grep -q "^Filter: the Service has no topologyKeys annotation" || fail "plain-echo not said unfiltered"
+kubectl sitegrid endpoints plain-echo --node bj-1 | has "^Filter: the Service has no topologyKeys annotation" || fail "plain-echo not said unfiltered"
 if out=$(kubectl sitegrid endpoints servicegrid-demo-svc --node nope 2>&1); then fail "an unknown node succeeded: $out"; fi
 expect "unknown node" "$out" 'error: node "nope" not found'
 
