@@ -22,7 +22,11 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = sitegrid_runtime::kube_config(cli.proxy.kubeconfig.as_deref()).await?;
     let proxy = start(config, cli.proxy.options()).await?;
+    // What a burst of clients (or an attack) made the allocator hold goes
+    // back to the system once they are gone, instead of staying resident.
+    let trimming = tokio::spawn(sitegrid_runtime::memory::give_back_freed_memory());
     sitegrid_runtime::shutdown_signal().await;
+    trimming.abort();
     proxy.shutdown().await;
     Ok(())
 }

@@ -12,6 +12,7 @@ pub mod fs;
 mod host;
 mod kubeconfig;
 mod log;
+pub mod memory;
 mod nofile;
 pub mod ops;
 mod process;
