@@ -1,9 +1,10 @@
 //! `sitegrid-abuse`: a release sitegrid-proxy under each abusive client of
 //! `sitegrid_loadtest::abuse`, at scale, one after the other, while a
 //! well-behaved client lists Services every 20 ms and watches them through
-//! a series of changes. Per attack: what the attackers got, the proxy's peak
-//! RSS, the good client's LIST latency (p50/p99/max) and whether its watch
-//! missed a change. Prints a Markdown report.
+//! a series of changes. Per attack: what the attackers got, the proxy's RSS
+//! before it, at its peak and `--settle-seconds` after it, the good client's
+//! LIST latency (p50/p99/max) and whether its watch missed a change. Prints a
+//! Markdown report.
 //!
 //! Benchmarks are not tests: nothing here asserts; `tests/abuse.rs` does.
 //! Run a release build:
@@ -54,6 +55,10 @@ struct Args {
     /// How long each attack is held, in seconds.
     #[arg(long, default_value_t = 10)]
     seconds: u64,
+    /// How long after each attack the proxy's RSS is read again (the goal:
+    /// within 20 % of before the attack, 60 s after it).
+    #[arg(long, default_value_t = 60)]
+    settle_seconds: u64,
 }
 
 /// A proxy process, stopped when this is dropped (also when the run ends
@@ -71,6 +76,7 @@ impl Drop for Stopped {
 struct Row {
     attack: String,
     outcome: String,
+    before_rss_kib: u64,
     peak_rss_kib: u64,
     after_rss_kib: u64,
     latency: Latency,
@@ -97,9 +103,17 @@ impl Latency {
 
 const SERVICES: &str = "/api/v1/services";
 
+/// `--settle-seconds`, set once at the start.
+static SETTLE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+
+fn settle() -> Duration {
+    SETTLE.get().copied().unwrap_or(Duration::from_secs(60))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
+    let _ = SETTLE.set(Duration::from_secs(args.settle_seconds));
     sitegrid_runtime::raise_open_files_limit();
     let bin = proxy_bin(args.proxy_bin.as_deref())?;
     let api = ApiServer::new(ApiServerConfig::default());
@@ -280,18 +294,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("# sitegrid-abuse\n");
     println!(
-        "{} services, {} endpoints; release sitegrid-proxy; a good client LISTs Services every 20 ms (plain HTTP/1.1 keep-alive; over TLS for the TLS row) and watches them through changes; each attack held {} s.\n",
+        "{} services, {} endpoints; release sitegrid-proxy; a good client LISTs Services every 20 ms (plain HTTP/1.1 keep-alive; over TLS for the TLS row) and watches them through changes; each attack held {} s, RSS read again {} s after it.\n",
         args.size.services,
         args.size.endpoints(),
-        args.seconds
+        args.seconds,
+        args.settle_seconds
     );
-    println!("| attack | what the attackers got | proxy peak RSS | RSS after | good LIST p50 / p99 / max (ms) | failed | watch missed |");
-    println!("|---|---|---:|---:|---|---:|---:|");
+    println!("| attack | what the attackers got | RSS before | peak RSS | RSS {} s after | good LIST p50 / p99 / max (ms) | failed | watch missed |", args.settle_seconds);
+    println!("|---|---|---:|---:|---:|---|---:|---:|");
     for r in rows {
         println!(
-            "| {} | {} | {:.1} MB | {:.1} MB | {:.2} / {:.2} / {:.2} | {} | {} |",
+            "| {} | {} | {:.1} MB | {:.1} MB | {:.1} MB | {:.2} / {:.2} / {:.2} | {} | {} |",
             r.attack,
             r.outcome,
+            r.before_rss_kib as f64 / 1024.0,
             r.peak_rss_kib as f64 / 1024.0,
             r.after_rss_kib as f64 / 1024.0,
             r.latency.pct(0.5),
@@ -345,6 +361,7 @@ async fn attack(
 ) -> Row {
     eprintln!("attack: {name}");
     let pid = proxy.0.id();
+    let before_rss_kib = rss_kib(pid);
     let done = Arc::new(AtomicBool::new(false));
     let sampler = {
         let done = done.clone();
@@ -390,10 +407,11 @@ async fn attack(
     done.store(true, Ordering::Relaxed);
     let peak = sampler.await.unwrap_or(0);
     let latency = good.await.unwrap_or_default();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(settle()).await;
     Row {
         attack: name.to_owned(),
         outcome,
+        before_rss_kib,
         peak_rss_kib: peak,
         after_rss_kib: rss_kib(pid),
         latency,
