@@ -4,9 +4,9 @@
 //! thousand watches opened by an attacker, then closed — stays resident at
 //! its peak long after the memory is free. `malloc_trim(0)` returns every
 //! whole free page of every arena (glibc >= 2.8), at the price of walking
-//! them under their locks; so it runs only when a good amount more is free
-//! than after the last trim, checked every few seconds (`mallinfo2`, which
-//! sums what the arenas hold free).
+//! them under their locks; so it runs only when the arenas hold a good amount
+//! free (`mallinfo2`) and the process has grown by as much since the last
+//! trim (its resident anonymous memory), checked every few seconds.
 //!
 //! Written by hand: no well-kept crate wraps the two glibc calls, and the
 //! allocator stays glibc (docs/decisions/0003-allocator.md). They are the
@@ -15,10 +15,11 @@
 
 use std::time::Duration;
 
-/// How often the arenas' free bytes are looked at.
+/// How often the arenas' free bytes and the resident size are looked at.
 pub const CHECK_EVERY: Duration = Duration::from_secs(5);
 
-/// How much more must be free than after the last trim for another.
+/// How much must be free, and how much the resident size must have grown
+/// since the last trim, for another.
 pub const TRIM_AFTER_BYTES: u64 = 8 << 20;
 
 /// What the allocator holds that the program freed, in bytes (`None` where
@@ -27,32 +28,51 @@ pub fn free_bytes() -> Option<u64> {
     glibc::free_bytes()
 }
 
+/// The process's resident anonymous memory (heap and stacks), in bytes.
+pub fn resident_bytes() -> Option<u64> {
+    let status = procfs::process::Process::myself().ok()?.status().ok()?;
+    status.rssanon.map(|kib| kib * 1024)
+}
+
 /// Returns the allocator's whole free pages to the system; whether it gave
 /// anything back.
 pub fn trim() -> bool {
     glibc::trim()
 }
 
-/// The trimming rule, apart from the allocator: remembers what was free
-/// after the last trim.
+/// The trimming rule, apart from the allocator: remembers how much was free
+/// and how much resident after the last trim.
+///
+/// A trim is due when a good amount is free and, since the last trim, either
+/// more has been freed or the process has grown. Neither count is enough
+/// alone: what a trim gave back stays counted as free (its pages are gone,
+/// its chunks are not), so memory taken again, made resident and freed once
+/// more leaves the free count where it was; and a trim in the middle of a
+/// burst, while the memory is in use, leaves the process as large as it
+/// was, so the resident size alone would not call for the trim after it.
+/// Each trim moves both marks to what it left, so memory in use does not
+/// make trims repeat.
 #[derive(Debug, Default)]
 pub struct Trimmer {
     free_after_trim: u64,
+    resident_after_trim: u64,
 }
 
 impl Trimmer {
-    /// Whether to trim now, `free` bytes being free; a trim is worth it once
-    /// [`TRIM_AFTER_BYTES`] more are free than after the last one (what was
-    /// trimmed stays counted as free: its pages are gone, its chunks are not).
-    pub fn due(&mut self, free: u64) -> bool {
-        // Free memory taken again lowers the mark: what is freed next counts from there.
+    /// Whether to trim now, `free` bytes being free and `resident` resident.
+    pub fn due(&mut self, free: u64, resident: u64) -> bool {
+        // Memory taken again, or a process that shrank on its own, counts from there.
         self.free_after_trim = self.free_after_trim.min(free);
-        free >= self.free_after_trim.saturating_add(TRIM_AFTER_BYTES)
+        self.resident_after_trim = self.resident_after_trim.min(resident);
+        free >= TRIM_AFTER_BYTES
+            && (free >= self.free_after_trim.saturating_add(TRIM_AFTER_BYTES)
+                || resident >= self.resident_after_trim.saturating_add(TRIM_AFTER_BYTES))
     }
 
-    /// Records a trim after which `free` bytes were free.
-    pub fn trimmed(&mut self, free: u64) {
+    /// Records a trim after which `free` bytes were free and `resident` resident.
+    pub fn trimmed(&mut self, free: u64, resident: u64) {
         self.free_after_trim = free;
+        self.resident_after_trim = resident;
     }
 }
 
@@ -64,20 +84,27 @@ pub async fn give_back_freed_memory() {
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
-        let Some(free) = free_bytes() else {
+        let (Some(free), Some(resident)) = (free_bytes(), resident_bytes()) else {
             return;
         };
-        if !trimmer.due(free) {
+        if !trimmer.due(free, resident) {
             continue;
         }
         let after = tokio::task::spawn_blocking(|| {
             let released = trim();
-            (released, free_bytes().unwrap_or_default())
+            let free = free_bytes().unwrap_or_default();
+            (released, free, resident_bytes().unwrap_or_default())
         })
         .await;
-        if let Ok((released, after)) = after {
-            tracing::debug!(free, released, "gave freed memory back to the system");
-            trimmer.trimmed(after);
+        if let Ok((released, free_after, resident_after)) = after {
+            tracing::debug!(
+                free,
+                resident,
+                resident_after,
+                released,
+                "gave freed memory back to the system"
+            );
+            trimmer.trimmed(free_after, resident_after);
         }
     }
 }
@@ -114,21 +141,25 @@ mod glibc {
 mod tests {
     use super::*;
 
+    const MIB: u64 = 1 << 20;
+
     #[test]
-    fn a_trim_is_due_once_enough_more_is_free_than_after_the_last() {
+    fn a_trim_is_due_once_memory_is_free_and_more_was_freed_or_the_process_grew() {
         let mut t = Trimmer::default();
         assert!(
-            !t.due(TRIM_AFTER_BYTES - 1),
-            "a little free memory is left alone"
+            !t.due(TRIM_AFTER_BYTES - 1, 100 * MIB),
+            "little free: left alone"
         );
-        assert!(t.due(TRIM_AFTER_BYTES));
-        t.trimmed(TRIM_AFTER_BYTES);
-        assert!(
-            !t.due(TRIM_AFTER_BYTES + 1),
-            "what a trim left counted as free does not make the next one due"
-        );
-        // Some taken again, then freed again: counted from the lower mark.
-        assert!(!t.due(1 << 20));
-        assert!(t.due((1 << 20) + TRIM_AFTER_BYTES));
+        assert!(t.due(TRIM_AFTER_BYTES, 100 * MIB));
+        // A trim in the middle of a burst: the memory is in use, little is free.
+        t.trimmed(10 * MIB, 300 * MIB);
+        assert!(!t.due(12 * MIB, 301 * MIB), "nothing new: no trim again");
+        // The burst over: much more free, the process as large as it was.
+        assert!(t.due(280 * MIB, 300 * MIB));
+        t.trimmed(280 * MIB, 20 * MIB);
+        // What the trim gave back still counts as free: nothing new, no trim.
+        assert!(!t.due(280 * MIB, 20 * MIB));
+        // Taken again and freed again: free as before, but resident again.
+        assert!(t.due(280 * MIB, 120 * MIB));
     }
 }
