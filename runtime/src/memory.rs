@@ -5,8 +5,9 @@
 //! its peak long after the memory is free. `malloc_trim(0)` returns every
 //! whole free page of every arena (glibc >= 2.8), at the price of walking
 //! them under their locks; so it runs only when the arenas hold a good amount
-//! free (`mallinfo2`) and the process has grown by as much since the last
-//! trim (its resident anonymous memory), checked every few seconds.
+//! free (`mallinfo2`) and, since the last trim, more was freed or the process
+//! grew (its resident anonymous memory), checked every few seconds
+//! ([`Trimmer`]).
 //!
 //! Written by hand: no well-kept crate wraps the two glibc calls, and the
 //! allocator stays glibc (docs/decisions/0003-allocator.md). They are the
@@ -18,8 +19,8 @@ use std::time::Duration;
 /// How often the arenas' free bytes and the resident size are looked at.
 pub const CHECK_EVERY: Duration = Duration::from_secs(5);
 
-/// How much must be free, and how much the resident size must have grown
-/// since the last trim, for another.
+/// How much must be free, and how much more freed or grown since the last
+/// trim, for another.
 pub const TRIM_AFTER_BYTES: u64 = 8 << 20;
 
 /// What the allocator holds that the program freed, in bytes (`None` where

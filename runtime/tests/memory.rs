@@ -5,7 +5,7 @@
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[test]
 fn memory_freed_by_other_threads_is_given_back_to_the_system() {
-    use sitegrid_runtime::memory::{free_bytes, trim};
+    use sitegrid_runtime::memory::{free_bytes, resident_bytes, trim};
 
     // A burst as an attack leaves it: many small blocks allocated on threads
     // of their own (their own arenas), then freed while one block per thread
@@ -27,14 +27,7 @@ fn memory_freed_by_other_threads_is_given_back_to_the_system() {
             .collect();
         threads.into_iter().map(|t| t.join().unwrap()).collect()
     });
-    let anon = || {
-        procfs::process::Process::myself()
-            .and_then(|p| p.status())
-            .ok()
-            .and_then(|s| s.rssanon)
-            .expect("RssAnon")
-            * 1024
-    };
+    let anon = || resident_bytes().expect("RssAnon");
     let free = free_bytes().expect("glibc tells what it holds free");
     assert!(
         free >= FREED / 2,

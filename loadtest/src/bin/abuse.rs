@@ -103,17 +103,16 @@ impl Latency {
 
 const SERVICES: &str = "/api/v1/services";
 
-/// `--settle-seconds`, set once at the start.
-static SETTLE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-
-fn settle() -> Duration {
-    SETTLE.get().copied().unwrap_or(Duration::from_secs(60))
+/// How long an attack is held, and how long after it the RSS is read again.
+#[derive(Clone, Copy)]
+struct Hold {
+    secs: Duration,
+    settle: Duration,
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let _ = SETTLE.set(Duration::from_secs(args.settle_seconds));
     sitegrid_runtime::raise_open_files_limit();
     let bin = proxy_bin(args.proxy_bin.as_deref())?;
     let api = ApiServer::new(ApiServerConfig::default());
@@ -136,11 +135,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     wait_served(&http, addr, SERVICES).await?;
     let mut rows = Vec::new();
     let secs = Duration::from_secs(args.seconds);
+    let hold = Hold {
+        secs,
+        settle: Duration::from_secs(args.settle_seconds),
+    };
     let n = args.connections;
     let slow = args.slow;
 
     rows.push(
-        attack(&api, &http, &plain, addr, "none (baseline)", secs, async {
+        attack(&api, &http, &plain, addr, "none (baseline)", hold, async {
             String::from("-")
         })
         .await,
@@ -152,7 +155,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             &plain,
             addr,
             &format!("{n} idle connections"),
-            secs,
+            hold,
             async move {
                 let mut held = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -168,7 +171,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await,
     );
     rows.push(
-        attack(&api, &http, &plain, addr, &format!("{n} open watches (--max-watches={max})"), secs, async move {
+        attack(&api, &http, &plain, addr, &format!("{n} open watches (--max-watches={max})"), hold, async move {
             let mut held = Vec::with_capacity(n);
             for _ in 0..n {
                 let Ok(mut c) = TcpStream::connect(addr).await else { break };
@@ -190,7 +193,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             &plain,
             addr,
             &format!("{slow} slowloris (1 byte/s)"),
-            secs,
+            hold,
             async move {
                 // Held past the proxy's 32 s request head timeout.
                 let tasks: Vec<_> = (0..slow)
@@ -214,7 +217,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             &plain,
             addr,
             &format!("{slow} oversized heads (300 KB)"),
-            secs,
+            hold,
             async move {
                 let big = format!(
                     "GET /api/v1/services HTTP/1.1\r\nHost: s\r\nX-Big: {}\r\n\r\n",
@@ -244,7 +247,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let resets = args.resets;
     rows.push(
-        attack(&api, &http, &plain, addr, &format!("HTTP/2 rapid reset, {resets} connections"), secs, async move {
+        attack(&api, &http, &plain, addr, &format!("HTTP/2 rapid reset, {resets} connections"), hold, async move {
             let tasks: Vec<_> = (0..resets)
                 .map(|_| tokio::spawn(h2::rapid_reset(addr, SERVICES, 5_000, Duration::from_secs(10))))
                 .collect();
@@ -274,7 +277,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             &tls,
             tls_addr,
             &format!("{slow} stalled TLS handshakes"),
-            secs,
+            hold,
             async move {
                 let tasks: Vec<_> = (0..slow)
                     .map(|i| {
@@ -356,7 +359,7 @@ async fn attack(
     proxy: &Stopped,
     addr: std::net::SocketAddr,
     name: &str,
-    secs: Duration,
+    hold: Hold,
     attack: impl std::future::Future<Output = String> + Send + 'static,
 ) -> Row {
     eprintln!("attack: {name}");
@@ -396,7 +399,7 @@ async fn attack(
         })
     };
     // The watch is checked over plain HTTP only (the TLS row measures the handshakes).
-    let watch = (!tls).then(|| watch_changes(api, addr, secs));
+    let watch = (!tls).then(|| watch_changes(api, addr, hold.secs));
     let outcome = tokio::spawn(attack)
         .await
         .unwrap_or_else(|e| format!("attack failed: {e}"));
@@ -407,7 +410,7 @@ async fn attack(
     done.store(true, Ordering::Relaxed);
     let peak = sampler.await.unwrap_or(0);
     let latency = good.await.unwrap_or_default();
-    tokio::time::sleep(settle()).await;
+    tokio::time::sleep(hold.settle).await;
     Row {
         attack: name.to_owned(),
         outcome,
