@@ -166,7 +166,16 @@ harness_cleanup() {
             echo "---- $f (last 30 lines)"
             tail -n 30 "$f"
         done
-        echo "${E2E_NAME:-e2e}: failed; logs in $SITEGRID_E2E_LOGS" >&2
+        # run.sh's failed scenarios, last, so a log cut to its end still says what failed.
+        local failed=
+        if [[ -f $SITEGRID_E2E_LOGS/failed-scenarios ]]; then
+            for f in $(cat "$SITEGRID_E2E_LOGS/failed-scenarios"); do
+                echo "---- scenario $f: the end of its output"
+                tail -n 40 "$SITEGRID_E2E_LOGS/scenario-$f.out"
+            done
+            failed=" ($(paste -sd' ' "$SITEGRID_E2E_LOGS/failed-scenarios"))"
+        fi
+        echo "${E2E_NAME:-e2e}: failed$failed; logs in $SITEGRID_E2E_LOGS" >&2
     fi
     cp -r "${SITEGRID_E2E_RUN:-/tmp/sitegrid-e2e}/logs" "$SITEGRID_E2E_LOGS/cluster" 2>/dev/null
     "$E2E_DIR/cluster.sh" down >/dev/null 2>&1

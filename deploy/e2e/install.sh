@@ -133,14 +133,20 @@ build() {
 # script (SuperEdge's source stays outside this repository; the script pins
 # its commit and lists its edits): $SITEGRID_SUPEREDGE_WRAPPER_BUILD, or
 # shared/tools/superedge-wrapper/build.sh in the checkout's parent folder (the
-# workplace's ../shared) or in one of its ancestors.
+# workplace's ../shared) or in one of its ancestors, or in those of the checkout
+# it was cloned from.
 # Without it the scenario fails saying so; everything else runs.
 install_wrapper() {
     local out=$BIN/application-grid-wrapper script candidate
     [[ -x $out ]] && return 0
-    local up
-    up=$(cd "$(dirname "$0")/../.." && pwd)
-    for candidate in "${SITEGRID_SUPEREDGE_WRAPPER_BUILD:-}" $(while [[ $up != / ]]; do up=$(dirname "$up"); echo "$up/shared/tools/superedge-wrapper/build.sh"; done); do
+    local root origin dirs=()
+    root=$(cd "$(dirname "$0")/../.." && pwd)
+    dirs+=("$root")
+    # A fresh clone made elsewhere (CI's, a /tmp checkout) has the workplace's checkout as
+    # its origin: that one's ancestors hold ../shared.
+    origin=$(git -C "$root" remote get-url origin 2>/dev/null || true)
+    [[ -n $origin && -d $origin ]] && dirs+=("$(cd "$origin" && pwd)")
+    for candidate in "${SITEGRID_SUPEREDGE_WRAPPER_BUILD:-}" $(for up in "${dirs[@]}"; do while [[ $up != / ]]; do up=$(dirname "$up"); echo "$up/shared/tools/superedge-wrapper/build.sh"; done; done); do
         if [[ -n $candidate && -x $candidate ]]; then script=$candidate; break; fi
     done
     if [[ -z ${script:-} ]]; then

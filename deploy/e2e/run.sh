@@ -20,10 +20,15 @@ passed=0 failed=0
 if (($#)); then names=("$@"); else names=(); for f in "$E2E_DIR"/scenarios/*.sh; do names+=("$(basename "$f" .sh)"); done; fi
 for name in "${names[@]}"; do
     started=$SECONDS
-    if (source "$E2E_DIR/lib.sh"; source "$E2E_DIR/scenarios/$name.sh"); then
+    # Its output is kept too: on failure the harness repeats its end after the components'
+    # logs, where a CI log's tail shows it. A process substitution, not a pipe: a process a
+    # scenario leaves running with its output open must not hold the suite up.
+    if (source "$E2E_DIR/lib.sh"; source "$E2E_DIR/scenarios/$name.sh") \
+        > >(tee "$SITEGRID_E2E_LOGS/scenario-$name.out") 2>&1; then
         echo "e2e: $name ... ok ($((SECONDS - started)) s)"; passed=$((passed + 1))
     else
-        echo "e2e: $name ... FAILED"; failed=$((failed + 1))
+        echo "e2e: $name ... FAILED ($((SECONDS - started)) s)"; failed=$((failed + 1))
+        echo "$name" >>"$SITEGRID_E2E_LOGS/failed-scenarios"
     fi
 done
 echo "e2e: $passed passed, $failed failed"
