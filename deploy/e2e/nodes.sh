@@ -188,7 +188,9 @@ TOML
 CNI
 }
 
-# node_boot NODE: the node's mount namespace (holder process), containerd, then kubelet.
+# node_boot NODE: the node's mount namespace (holder process), containerd, the host service if
+# the node has one (node_service), then kubelet. When the services and the kubelet were started
+# (what a reboot is timed from) is in $NODES_DIR/NODE/services-started.
 node_boot() {
     local node=$1 dir=$NODES_DIR/$1 bind binds=() mp
     node_cgroup_make "$NODES_CGROUP/$node/system"
@@ -221,7 +223,40 @@ node_boot() {
         done
         touch "$dir/images-imported"
     fi
+    date +%s.%N >"$dir/services-started"
+    [[ ! -f $dir/sitegrid-proxy.service ]] || node_service "$node"
     node_kubelet "$node"
+}
+
+# node_service NODE: sitegrid-proxy as a host service, as systemd runs the unit in
+# $NODES_DIR/NODE/sitegrid-proxy.service (deploy/static's) with the binary
+# $NODES_DIR/NODE/sitegrid-proxy: its ExecStart's flags and EnvironmentFile, NOTIFY_SOCKET
+# given, started again a second after it exits (Restart=always, RestartSec=1), and the
+# kubelet started only once it said READY=1 (Type=notify, Before=kubelet.service).
+# What it told the socket is in $NODES_DIR/NODE/notify.log, its log sitegrid-proxy-NODE.log.
+node_service() {
+    local node=$1 dir=$NODES_DIR/$1 args=() env_file
+    rm -f "$dir/notify.sock" "$dir/notify.log"
+    # systemd's end of NOTIFY_SOCKET, a line per datagram.
+    python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+while True:
+    print(" ".join(s.recv(4096).decode().split()), flush=True)' "$dir/notify.sock" >"$dir/notify.log" 2>&1 </dev/null &
+    track $! "node-$node"
+    disown $!
+    retry 10 test -S "$dir/notify.sock" || fail "node $node: no notify socket"
+    # ExecStart's words, the backslash-newlines joined; the binary is the node's copy.
+    read -r -a args < <(sed -n '/^ExecStart=/,/[^\\]$/p' "$dir/sitegrid-proxy.service" | sed 's/^ExecStart=//; s/\\$//' | tr '\n' ' ')
+    args[0]=$dir/sitegrid-proxy
+    env_file=$(sed -n 's/^EnvironmentFile=-\{0,1\}//p' "$dir/sitegrid-proxy.service")
+    # shellcheck disable=SC2016 # the inner shell expands
+    node_spawn "$node" sitegrid-proxy env NOTIFY_SOCKET="$dir/notify.sock" bash -c '
+        env_file=$1; shift
+        set -a; [[ ! -f $env_file ]] || . "$env_file"; set +a
+        while :; do "$@"; echo "exited with $?, started again in 1 s"; sleep 1; done' service "$env_file" "${args[@]}"
+    retry 60 grep -qx 'READY=1' "$dir/notify.log" || fail "node $node: sitegrid-proxy never said READY=1 (sitegrid-proxy-$node.log)"
 }
 
 # node_kubelet NODE: the node's kubelet (its kubeconfig: $NODES_DIR/NODE/kubelet.kubeconfig), healthy;

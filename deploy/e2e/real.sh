@@ -17,6 +17,30 @@ real_plane() {
         fail "node images: $(tail -3 "$SITEGRID_E2E_LOGS/node-images.log")"
 }
 
+# real_image_file IMAGE PATH OUT: the file PATH of image IMAGE (a docker-archive in
+# $NODES_DIR/images, real_plane's) copied to OUT, executable, as an operator copies the proxy's
+# binary out of its image to run it as a host service.
+real_image_file() {
+    python3 - "$NODES_DIR/images/$1.tar" "${2#/}" "$3" <<'PY' || fail "$2 from image $1"
+import io, json, os, sys, tarfile
+archive, path, out = sys.argv[1:]
+with tarfile.open(archive) as outer:
+    layers = json.load(outer.extractfile("manifest.json"))[0]["Layers"]
+    for layer in reversed(layers):
+        with tarfile.open(fileobj=io.BytesIO(outer.extractfile(layer).read())) as t:
+            try:
+                data = t.extractfile(path).read()
+            except KeyError:
+                continue
+            with open(out + ".tmp", "wb") as f:
+                f.write(data)
+            os.chmod(out + ".tmp", 0o755)
+            os.rename(out + ".tmp", out)
+            sys.exit(0)
+sys.exit(f"{path} is in no layer of {archive}")
+PY
+}
+
 # real_back: the suite's control plane with the sample again, for later scenarios.
 real_back() {
     nodes_cleanup

@@ -22,6 +22,9 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = sitegrid_runtime::kube_config(cli.proxy.kubeconfig.as_deref()).await?;
     let proxy = start(config, cli.proxy.options()).await?;
+    // Every port listens and the node cache is loaded: a service manager may
+    // start the kubelet now (deploy/static/sitegrid-proxy.service).
+    sitegrid_runtime::notify_ready();
     // What a burst of clients (or an attack) made the allocator hold goes
     // back to the system once they are gone, instead of staying resident.
     let trimming = tokio::spawn(sitegrid_runtime::memory::give_back_freed_memory());

@@ -1,9 +1,10 @@
 //! What every sitegrid binary does the same way, so operators meet one set of
 //! rules: which kubeconfig is used, how logs look, how a start-up error is
 //! printed, which signals stop the process, how durations are written on the
-//! command line, how a port is served, and the operator endpoints
-//! (`/healthz`, `/livez`, `/readyz`, `/metrics` with the standard process
-//! metrics), and files replaced atomically.
+//! command line, how a port is served, how a service manager is told the
+//! binary is ready, the operator endpoints (`/healthz`, `/livez`, `/readyz`,
+//! `/metrics` with the standard process metrics), and files replaced
+//! atomically.
 #![warn(missing_docs)]
 
 mod duration;
@@ -18,6 +19,7 @@ pub mod ops;
 mod process;
 pub mod response;
 pub mod serve;
+mod service;
 mod shutdown;
 
 pub use duration::{parse_duration, parse_positive_duration};
@@ -26,4 +28,5 @@ pub use host::host_name;
 pub use kubeconfig::{kube_config, kube_config_in_context};
 pub use log::{LogArgs, LogFormat};
 pub use nofile::raise_open_files_limit;
+pub use service::notify_ready;
 pub use shutdown::{cancel_on_signal, shutdown_signal};

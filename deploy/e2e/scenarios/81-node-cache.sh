@@ -16,6 +16,8 @@
 #     force-deleted and its Secret changed in the cloud;
 #   - back online: the deleted pod stops, its replacement runs (no pod twice), the Secret's
 #     new value reaches the pod.
+#   - the proxy as a host service instead (systemd's unit, emulated by nodes.sh): sh-1 rebooted
+#     offline again, every pod Running again, timed beside the static pod.
 # shellcheck shell=bash
 # shellcheck source-path=SCRIPTDIR source=../nodes.sh
 source "$E2E_DIR/nodes.sh"
@@ -276,6 +278,26 @@ kubectl wait --for=condition=Available --timeout=120s deployment/edge-app >/dev/
 retry 180 bash -c "tail -n 1 '$app_log' | grep -q ' edge second token='" || fail "the Secret's new value never reached edge-app: $(tail -n 1 "$app_log")"
 secret_after=$((SECONDS - uncut))
 echo "figures: back online: the pod deleted in the cloud stopped ${gone_after} s after reconnecting, one edge-app pod runs, the Secret's new value reached it ${secret_after} s after"
+# --- the node cache as a host service (README "Node cache", deploy/static/sitegrid-proxy.service) --
+# systemd starts the proxy before the kubelet, and the kubelet once the proxy said it is ready: the
+# kubelet's first lists are answered (from the node cache, offline) instead of refused while its
+# static pod starts and retried after client-go's backoff. Same flags, files and data directory.
+since_services() { python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$(cat "$NODES_DIR/$1/services-started")"; }
+SERVICE_PODS=$(running sh-1 | tr ' ' '\n' | grep -v '^kube-system/sitegrid-proxy-' | paste -sd' ')
+n_service=$(wc -w <<<"$SERVICE_PODS")
+node_power_off sh-1
+rm "$SH/etc-kubernetes/manifests/sitegrid-proxy-node-cache.yaml"
+real_image_file sitegrid-proxy /usr/local/bin/sitegrid-proxy "$SH/sitegrid-proxy"
+cp "$SITEGRID_E2E_ROOT/deploy/static/sitegrid-proxy.service" "$SH/sitegrid-proxy.service"
+echo NODE_NAME=sh-1 >"$SH/etc-sitegrid/proxy.env"
+node_cut sh-1
+node_boot sh-1
+retry 180 all_back sh-1 "$SERVICE_PODS" || fail "sh-1 rebooted offline, the proxy a host service: pods running '$(running sh-1)', want '$SERVICE_PODS'"
+service_reboot=$(since_services sh-1)
+echo "figures: offline reboot with the node cache as a host service: $n_service of $n_service pods Running ${service_reboot} s after the proxy and the kubelet were started (as a static pod: ${offline_reboot} s; online reboot without it: ${online_reboot} s)"
+retry 60 in_site || fail "sh-1 offline, the proxy a host service: the ClusterIP answered '$(ask_from sh-1)', not by a pod of shanghai"
+node_uncut sh-1
+
 echo "figures: node cache on disk: $(du -sb "$SH/sitegrid-proxy/node-cache" | cut -f1) bytes for $n_pods pods; the proxy's RSS $(awk '/^VmRSS/ {printf "%.1f MiB", $2 / 1024}' "/proc/$(proxy_pid)/status")"
 
 real_back

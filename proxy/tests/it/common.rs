@@ -252,3 +252,34 @@ pub fn demo_slice(
         })
         .unwrap()
 }
+
+/// A kubeconfig file in `dir` for a plain-HTTP API server at `url`, without
+/// credentials: what a test hands the proxy's binary.
+pub fn kubeconfig_file(dir: &std::path::Path, url: &str) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(&path, format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {url}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user: {{}}\ncurrent-context: c\n"
+    ))
+    .unwrap();
+    path
+}
+
+/// The status line of `GET /healthz` on a plain HTTP/1.1 port, or `None` if
+/// it cannot be connected to or does not answer within two seconds.
+pub async fn healthz_status(addr: std::net::SocketAddr) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(addr).await.ok()?;
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n")
+        .await
+        .ok()?;
+    let mut answer = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        conn.read_to_end(&mut answer),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let answer = String::from_utf8_lossy(&answer);
+    answer.lines().next().map(str::to_owned)
+}

@@ -11,6 +11,8 @@ use std::{
 
 use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
 
+use crate::common::{healthz_status, kubeconfig_file};
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_file_descriptors_the_proxy_backs_off_and_recovers() {
     let api = ApiServer::new(ApiServerConfig::default());
@@ -18,10 +20,7 @@ async fn out_of_file_descriptors_the_proxy_backs_off_and_recovers() {
     let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let dir = std::env::temp_dir().join(format!("sitegrid-fd-limit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user: {{}}\ncurrent-context: c\n",
-        upstream.url())).unwrap();
+    let kubeconfig = kubeconfig_file(&dir, &upstream.url());
     let addr = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -43,18 +42,11 @@ async fn out_of_file_descriptors_the_proxy_backs_off_and_recovers() {
         .unwrap();
     let healthy = || async {
         for _ in 0..600 {
-            if let Ok(mut conn) = tokio::net::TcpStream::connect(addr).await {
-                use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                let _ = conn
-                    .write_all(b"GET /healthz HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n")
-                    .await;
-                let mut answer = Vec::new();
-                let read =
-                    tokio::time::timeout(Duration::from_secs(2), conn.read_to_end(&mut answer))
-                        .await;
-                if matches!(read, Ok(Ok(_))) && answer.starts_with(b"HTTP/1.1 200") {
-                    return true;
-                }
+            if healthz_status(addr)
+                .await
+                .is_some_and(|s| s.starts_with("HTTP/1.1 200"))
+            {
+                return true;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -19,6 +19,7 @@ mod offline;
 mod ops;
 mod protobuf;
 mod protobuf_complete;
+mod service_manager;
 mod tls;
 mod upstream_faults;
 mod watch;
