@@ -291,14 +291,20 @@ exists() { kubectl get "$1" "$2" -o name >/dev/null 2>&1; }
 # gone KIND NAME: the object does not exist.
 gone() { ! exists "$1" "$2"; }
 
+# crds_established CRD...: every CRD named (crd/NAME) is Established, within 30 s. kubectl wait
+# alone fails at once, without waiting, on a CRD the API server has not given a condition yet
+# (".status.conditions accessor error: <nil>", as right after the apply; it failed scenario 81
+# so in a full run), so it is asked again until it can wait.
+crds_established() { retry 30 kubectl wait --for condition=established --timeout=5s "$@"; }
+
 # install_controller_prereqs: the grid CRDs (from the binary), deploy/controller/rbac.yaml,
 # also bound to user sitegrid-controller, and that user's certificate and kubeconfig
 # (what start_controller runs with).
 install_controller_prereqs() {
     local rbac=$SITEGRID_E2E_ROOT/deploy/controller/rbac.yaml subject
     "$SITEGRID_CONTROLLER_BIN" crds | kubectl apply -f - >/dev/null
-    kubectl wait --for condition=established --timeout=30s crd/deploymentgrids.superedge.io \
-        crd/statefulsetgrids.superedge.io crd/servicegrids.superedge.io >/dev/null
+    crds_established crd/deploymentgrids.superedge.io crd/statefulsetgrids.superedge.io \
+        crd/servicegrids.superedge.io || fail "the grid CRDs not established"
     kubectl apply -f "$rbac" >/dev/null
     subject='[{"op":"add","path":"/subjects/-","value":{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"sitegrid-controller"}}]'
     kubectl patch clusterrolebinding sitegrid-controller --type=json -p "$subject" >/dev/null

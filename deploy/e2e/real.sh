@@ -43,11 +43,17 @@ PY
 
 # real_back: the suite's control plane with the sample again, for later scenarios.
 real_back() {
+    REAL_BACK=1
     nodes_cleanup
     "$E2E_DIR/cluster.sh" down >/dev/null 2>&1
     "$E2E_DIR/cluster.sh" up >/dev/null 2>>"$SITEGRID_E2E_LOGS/cluster-real.log" || fail "control plane after the scenario"
     "$E2E_DIR/sample.sh" >/dev/null || fail "sample.sh after the scenario"
 }
+
+# real_exit: the real-node scenarios' EXIT trap. Passed or failed, the suite's control plane
+# is back with the sample when the scenario ends: a failed one used to leave its own plain
+# control plane behind, and every later scenario failed on it (no sample nodes, no grids).
+real_exit() { [[ -n ${REAL_BACK:-} ]] || real_back; }
 
 # real_kube_proxy: kube-proxy as kubeadm 1.20 leaves it
 # (cmd/kubeadm/app/phases/addons/proxy: ServiceAccount, binding to system:node-proxier,
@@ -150,8 +156,8 @@ real_sitegrid() {
     "$SITEGRID_CERTS_BIN" client kube-proxy --user system:kube-proxy --out "$CERTS" >/dev/null || fail "sitegrid-certs client"
     # 4. The CRDs first.
     kubectl apply -k "$WORK/deploy/crds" >/dev/null || fail "kubectl apply -k deploy/crds"
-    kubectl wait --for condition=established --timeout=30s crd/deploymentgrids.superedge.io crd/servicegrids.superedge.io \
-        crd/statefulsetgrids.superedge.io crd/nodeunits.site.superedge.io crd/nodegroups.site.superedge.io >/dev/null ||
+    crds_established crd/deploymentgrids.superedge.io crd/servicegrids.superedge.io \
+        crd/statefulsetgrids.superedge.io crd/nodeunits.site.superedge.io crd/nodegroups.site.superedge.io ||
         fail "CRDs not established"
     # 3. Sites: the seed's NodeUnits by label (rack), NodeGroup location; the controller labels the nodes.
     for spec in "$@"; do

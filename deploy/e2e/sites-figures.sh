@@ -40,7 +40,7 @@ for i in $(seq 1 2 "$NODES"); do
 done
 wait
 install_controller_prereqs
-kubectl wait --for condition=established --timeout=30s crd/nodeunits.site.superedge.io >/dev/null
+crds_established crd/nodeunits.site.superedge.io || fail "CRD nodeunits not established"
 start_controller sites-figures $PORT --leader-elect=false --default-node-units=false
 retry 30 curl -sf "http://127.0.0.1:$PORT/readyz" || fail "controller not ready"
 

@@ -15,7 +15,7 @@ SEEDS=$SITEGRID_E2E_ROOT/controller/tests/fixtures
 pkill -TERM -f "^$SITEGRID_CONTROLLER_BIN" 2>/dev/null || true
 retry 10 bash -c "! pgrep -f '^$SITEGRID_CONTROLLER_BIN'" || fail "earlier controllers still running"
 install_controller_prereqs
-kubectl wait --for condition=established --timeout=30s crd/nodeunits.site.superedge.io crd/nodegroups.site.superedge.io >/dev/null
+crds_established crd/nodeunits.site.superedge.io crd/nodegroups.site.superedge.io || fail "CRDs not established"
 # No hand labelling: the sample's location labels go, the units bring them back.
 kubectl label node --all location- >/dev/null
 kubectl label node bj-1 team=ops >/dev/null

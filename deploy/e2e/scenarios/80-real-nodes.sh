@@ -28,7 +28,7 @@ source "$E2E_DIR/real.sh"
 ROOT=$SITEGRID_E2E_ROOT
 TAG=$REAL_TAG
 SEEDS=$ROOT/controller/tests/fixtures
-trap 'nodes_cleanup' EXIT
+trap real_exit EXIT
 T0=$SECONDS
 
 # --- a plain cluster, four real nodes --------------------------------------------------

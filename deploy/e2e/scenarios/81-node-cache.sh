@@ -23,7 +23,7 @@
 source "$E2E_DIR/nodes.sh"
 # shellcheck source-path=SCRIPTDIR source=../real.sh
 source "$E2E_DIR/real.sh"
-trap 'nodes_cleanup' EXIT
+trap real_exit EXIT
 # How long sh-1 stays offline (issue 42: at least five minutes without the kubelet exiting).
 OFFLINE_FOR=${SITEGRID_E2E_OFFLINE_SECONDS:-300}
 

@@ -32,7 +32,7 @@ kubectl label node --all zone- >/dev/null
 for n in bj-1 bj-2 bj-3; do kubectl label node $n location=beijing --overwrite >/dev/null; done
 for n in gz-1 gz-2 gz-3; do kubectl label node $n location=guangzhou --overwrite >/dev/null; done
 install_controller_prereqs
-kubectl wait --for condition=established --timeout=30s crd/nodeunits.site.superedge.io >/dev/null
+crds_established crd/nodeunits.site.superedge.io || fail "CRD nodeunits not established"
 start_controller plugin $PORT --leader-elect=false --resync-period=3s
 kubectl apply -f "$SEEDS/seed000-04-deploymentgrid.yaml" -f "$SEEDS/seed000-05-servicegrid.yaml" >/dev/null
 for site in beijing guangzhou; do

@@ -33,7 +33,7 @@ for crd in json.load(sys.stdin)["items"]:
                    stdout=subprocess.DEVNULL)
 '
 for crd in deploymentgrids statefulsetgrids servicegrids; do
-    kubectl wait --for condition=established --timeout=30s crd/$crd.superedge.io >/dev/null
+    crds_established crd/$crd.superedge.io || fail "CRD $crd not established"
     expect "$crd status subresource while SuperEdge's CRDs are installed" \
         "$(jget crd $crd.superedge.io '{.spec.versions[0].subresources}')" ""
 done
