@@ -41,7 +41,7 @@ pub struct Steer {
     /// The node cache: this node's kubelet's requests the cache does not
     /// answer (its watches, its other requests).
     pub kubelet: Option<(PassthroughBranch, PassthroughBranch)>,
-    /// Marked when this node's kubelet has read its Node (see [`NodeRead`]).
+    /// Told when this node's kubelet lists or watches its Node (see [`NodeRead`]).
     pub node_read: Option<NodeRead>,
     /// The operator endpoints, when served on this port.
     pub ops: Option<Ops>,
@@ -96,14 +96,29 @@ impl Service<Request<Body>> for Steer {
                     }
                     _ => None,
                 };
+                let (list, watch) = (
+                    matches!(cached.verb, Verb::List(_)),
+                    matches!(cached.verb, Verb::Watch(_)),
+                );
                 let answered = branch.oneshot(cached);
                 match node_read {
                     Some(n) => Box::pin(async move {
-                        let resp = answered.await;
-                        if resp.as_ref().is_ok_and(|r| r.status().is_success()) {
-                            n.mark();
+                        let resp = answered.await?;
+                        if !resp.status().is_success() {
+                            return Ok(resp);
                         }
-                        resp
+                        if list {
+                            n.listed();
+                        }
+                        Ok(match watch {
+                            true => resp.map(|body| {
+                                Body::new(crate::kubelet::Holding {
+                                    body,
+                                    guard: n.watching(),
+                                })
+                            }),
+                            false => resp,
+                        })
                     }),
                     None => Box::pin(answered),
                 }

@@ -51,48 +51,123 @@ pub struct KubeletBranch {
     pub bookmark_interval: Duration,
     /// Cancelled when the proxy shuts down.
     pub closing: CancellationToken,
-    /// When the kubelet last read its own Node.
+    /// Whether the kubelet has its own Node.
     pub node_read: NodeRead,
 }
 
-/// When this node's kubelet last read its own Node from the served-state
+/// Whether this node's kubelet has its own Node, read from the served-state
 /// cache. A 1.20 kubelet starts its pod list and its Node list at once and
 /// admits pods against the Node it has: pods that arrive first are checked
 /// against a Node without the cluster's labels, and a node selector on a
 /// site's label rejects them for good (`Pod Predicate NodeAffinity
 /// failed`; 1.21+ waits for the Node itself). Offline both answers are
-/// ready at once, so the pod list waits for the Node to have been read.
+/// ready at once, so the pod list waits until the kubelet has its Node.
+///
+/// The sure sign is its Node watch: client-go's reflector stores what it
+/// listed before it opens the watch that follows, and the kubelet admits
+/// pods against that store. A list answered some time ago is the fallback
+/// for a client that lists without watching. (A list answered 200 ms
+/// before was taken for the sign once: on a node busy starting everything
+/// after a reboot, the kubelet had not stored it yet.)
 #[derive(Debug, Clone, Default)]
-pub struct NodeRead(Arc<parking_lot::Mutex<Option<tokio::time::Instant>>>);
+pub struct NodeRead(Arc<NodeReadState>);
 
-/// How long after the kubelet read its Node its pods are answered (its
-/// reflector stores the Node meanwhile).
-const NODE_SETTLE: Duration = Duration::from_millis(200);
-/// How long a pod list waits for that at most.
-const NODE_WAIT: Duration = Duration::from_secs(5);
+#[derive(Debug, Default)]
+struct NodeReadState {
+    /// When the kubelet's Node list was last answered.
+    listed: parking_lot::Mutex<Option<tokio::time::Instant>>,
+    /// The kubelet's Node watches open now.
+    watching: std::sync::atomic::AtomicUsize,
+    changed: tokio::sync::Notify,
+}
+
+/// How long after the kubelet's Node list its pods are answered if it
+/// opened no Node watch.
+const NODE_SETTLE: Duration = Duration::from_secs(5);
+/// How long a pod list waits for the kubelet's Node at most: beyond
+/// client-go's longest backoff (30 s, doubled by its jitter), after which
+/// a reflector refused while the proxy started has asked again.
+const NODE_WAIT: Duration = Duration::from_secs(60);
+
+/// One open Node watch of the kubelet; dropped with the watch's body.
+#[derive(Debug)]
+pub struct NodeWatching(Arc<NodeReadState>);
+
+impl Drop for NodeWatching {
+    fn drop(&mut self) {
+        self.0
+            .watching
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 
 impl NodeRead {
-    /// The kubelet read its Node now.
-    pub fn mark(&self) {
-        *self.0.lock() = Some(tokio::time::Instant::now());
+    /// The kubelet's Node list was answered now.
+    pub fn listed(&self) {
+        *self.0.listed.lock() = Some(tokio::time::Instant::now());
+        self.0.changed.notify_waiters();
     }
 
-    /// Resolves once the Node was read at least [`NODE_SETTLE`] ago, or
-    /// after [`NODE_WAIT`].
+    /// The kubelet opened a Node watch: it has its Node while the returned
+    /// value lives.
+    pub fn watching(&self) -> NodeWatching {
+        self.0
+            .watching
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.0.changed.notify_waiters();
+        NodeWatching(self.0.clone())
+    }
+
+    /// Resolves once the kubelet has a Node watch open, or its Node list
+    /// was answered at least [`NODE_SETTLE`] ago, or after [`NODE_WAIT`].
     async fn settled(&self) {
         let deadline = tokio::time::Instant::now() + NODE_WAIT;
         loop {
-            let read = *self.0.lock();
-            let now = tokio::time::Instant::now();
-            match read {
-                Some(at) if now >= at + NODE_SETTLE => return,
-                Some(at) => tokio::time::sleep_until((at + NODE_SETTLE).min(deadline)).await,
-                None => tokio::time::sleep(Duration::from_millis(20)).await,
-            }
-            if tokio::time::Instant::now() >= deadline {
+            let changed = self.0.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.0.watching.load(std::sync::atomic::Ordering::Relaxed) > 0 {
                 return;
             }
+            let now = tokio::time::Instant::now();
+            let settled_at = self.0.listed.lock().map(|at| at + NODE_SETTLE);
+            if now >= deadline || settled_at.is_some_and(|at| now >= at) {
+                return;
+            }
+            let until = settled_at.map_or(deadline, |at| at.min(deadline));
+            tokio::select! {
+                () = &mut changed => {}
+                () = tokio::time::sleep_until(until) => {}
+            }
         }
+    }
+}
+
+/// A body that holds `guard` until it is dropped.
+pub struct Holding<B, G> {
+    /// The body.
+    pub body: B,
+    /// What it holds.
+    pub guard: G,
+}
+
+impl<B, G> http_body::Body for Holding<B, G>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    G: Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, B::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
     }
 }
 
@@ -178,10 +253,12 @@ impl KubeletBranch {
                 ..
             }
         );
-        if pods {
+        let answer = self.offline().answer(kreq, neg, token);
+        // A refusal (nothing kept) admits no pod: it need not wait.
+        if pods && answer.status().is_success() {
             self.node_read.settled().await;
         }
-        self.offline().answer(kreq, neg, token)
+        answer
     }
 
     fn offline(&self) -> offline::Offline<'_> {

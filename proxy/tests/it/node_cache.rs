@@ -287,6 +287,13 @@ impl World {
         self.on_kubelet_port(Some("kubelet-bj-1"))
     }
 
+    /// The kubelet's Node watch, as its node informer opens it once it has
+    /// stored its Node (offline, its pods are answered only then); open
+    /// while the value lives.
+    async fn kubelet_watches_its_node(&self) -> Watch {
+        Watch::open(&self.kubelet(), OWN_NODE_WATCH).await
+    }
+
     /// The API server goes away; returns once the proxy knows.
     pub(crate) async fn go_offline(&mut self) {
         self.upstream.take().unwrap().shutdown().await;
@@ -454,6 +461,9 @@ pub(crate) fn token_request() -> Value {
 /// The kubelet reads its own Node (before its pods are answered offline).
 const OWN_NODE: &str =
     "/api/v1/nodes?fieldSelector=metadata.name%3Dbj-1&limit=500&resourceVersion=0";
+
+/// The kubelet's watch of its own Node, after that list.
+const OWN_NODE_WATCH: &str = "/api/v1/nodes?allowWatchBookmarks=true&fieldSelector=metadata.name%3Dbj-1&resourceVersion=0&timeoutSeconds=300&watch=true";
 
 /// What a kubelet reads to start bj-1's pod, online; returns the answers.
 async fn kubelet_starts(w: &World) -> Vec<(String, Value)> {
@@ -670,6 +680,7 @@ async fn a_proxy_restarted_offline_answers_from_disk_and_refuses_a_damaged_pod_l
     w.start_proxy().await;
     w.wait_until(|r| r.contains("the kubelet is answered from the node cache"))
         .await;
+    let _node = w.kubelet_watches_its_node().await;
     let (status, pods) = get(&w.kubelet(), PODS).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(names(&pods), names(&online[0].1));
@@ -714,6 +725,44 @@ async fn a_proxy_restarted_offline_answers_from_disk_and_refuses_a_damaged_pod_l
     assert_eq!(get(&w.kubelet(), SECRET).await.0, StatusCode::OK);
 }
 
+/// A 1.20 kubelet lists its pods and its Node at once and admits pods
+/// against the Node it has stored: offline, its pods come only once it has
+/// its Node, or a node selector on the site's label would reject them for
+/// good. Its Node watch says it has it (its informer stores the list before
+/// it watches); the Node list answered does not yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offline_the_pods_come_after_the_kubelet_has_its_node() {
+    let mut w = World::new("node-first").await;
+    let online = kubelet_starts(&w).await;
+    w.go_offline().await;
+    for list_first in [false, true] {
+        // A node rebooted: a new proxy, the kubelet starting again.
+        w.proxy.take().unwrap().shutdown().await;
+        w.start_proxy().await;
+        w.wait_until(|r| r.contains("the kubelet is answered from the node cache"))
+            .await;
+        let kubelet = w.kubelet();
+        let mut pods = tokio::spawn(async move { get(&kubelet, PODS).await });
+        if list_first {
+            let node = send(&w.kubelet(), Method::GET, OWN_NODE, None).await;
+            assert_eq!(node.0, StatusCode::OK);
+        }
+        assert!(
+            tokio::time::timeout(Duration::from_secs(1), &mut pods)
+                .await
+                .is_err(),
+            "the pods were answered before the kubelet had its Node (its Node listed: {list_first})"
+        );
+        let _node = w.kubelet_watches_its_node().await;
+        let (status, pods) = tokio::time::timeout(Duration::from_secs(30), pods)
+            .await
+            .expect("the pods once the kubelet watches its Node")
+            .unwrap();
+        assert_eq!(status, StatusCode::OK, "{pods}");
+        assert_eq!(names(&pods), names(&online[0].1));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pod_list_is_empty_offline_only_when_the_api_server_said_so() {
     let mut w = World::new("empty").await;
@@ -734,6 +783,7 @@ async fn the_pod_list_is_empty_offline_only_when_the_api_server_said_so() {
         (StatusCode::OK, Vec::<String>::new())
     );
     w.go_offline().await;
+    let _node = w.kubelet_watches_its_node().await;
     let (status, offline) = get(&w.kubelet(), PODS).await;
     assert_eq!(
         (status, names(&offline)),
