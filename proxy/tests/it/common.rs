@@ -253,6 +253,26 @@ pub fn demo_slice(
         .unwrap()
 }
 
+/// For a test that runs the proxy's binary: the two-site world served over
+/// plain HTTP on loopback, a new folder of the test's own (`name` and this
+/// process's id), and in it a kubeconfig for that server.
+pub async fn world_for_binary(
+    name: &str,
+) -> (
+    sitegrid_fakeapi::ServerHandle,
+    std::path::PathBuf,
+    std::path::PathBuf,
+) {
+    let api = sitegrid_fakeapi::ApiServer::new(sitegrid_fakeapi::ApiServerConfig::default());
+    api.load(sitegrid_fakeapi::sample::two_sites("v1"));
+    let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("sitegrid-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = kubeconfig_file(&dir, &upstream.url());
+    (upstream, dir, kubeconfig)
+}
+
 /// A kubeconfig file in `dir` for a plain-HTTP API server at `url`, without
 /// credentials: what a test hands the proxy's binary.
 pub fn kubeconfig_file(dir: &std::path::Path, url: &str) -> std::path::PathBuf {

@@ -9,18 +9,11 @@ use std::{
     time::Duration,
 };
 
-use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
-
-use crate::common::{healthz_status, kubeconfig_file};
+use crate::common::{healthz_status, world_for_binary};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_file_descriptors_the_proxy_backs_off_and_recovers() {
-    let api = ApiServer::new(ApiServerConfig::default());
-    api.load(sample::two_sites("v1"));
-    let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let dir = std::env::temp_dir().join(format!("sitegrid-fd-limit-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = kubeconfig_file(&dir, &upstream.url());
+    let (_upstream, dir, kubeconfig) = world_for_binary("fd-limit").await;
     let addr = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -9,19 +9,11 @@ use std::{
     time::Duration,
 };
 
-use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
-
-use crate::common::{healthz_status, kubeconfig_file};
+use crate::common::{healthz_status, world_for_binary};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_tells_the_service_manager_it_is_ready_once_its_ports_answer() {
-    let api = ApiServer::new(ApiServerConfig::default());
-    api.load(sample::two_sites("v1"));
-    let upstream = api.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let dir = std::env::temp_dir().join(format!("sitegrid-notify-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = kubeconfig_file(&dir, &upstream.url());
+    let (_upstream, dir, kubeconfig) = world_for_binary("notify").await;
     let free_port = || {
         std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
