@@ -230,7 +230,7 @@ node_boot() {
 
 # node_service NODE: sitegrid-proxy as a host service, as systemd runs the unit in
 # $NODES_DIR/NODE/sitegrid-proxy.service (deploy/static's) with the binary
-# $NODES_DIR/NODE/sitegrid-proxy: its ExecStart's flags and EnvironmentFile, NOTIFY_SOCKET
+# $NODES_DIR/NODE/host-bin/sitegrid-proxy: its ExecStart's flags and EnvironmentFile, NOTIFY_SOCKET
 # given, started again a second after it exits (Restart=always, RestartSec=1), and the
 # kubelet started only once it said READY=1 (Type=notify, Before=kubelet.service).
 # What it told the socket is in $NODES_DIR/NODE/notify.log, its log sitegrid-proxy-NODE.log.
@@ -249,7 +249,7 @@ while True:
     retry 10 test -S "$dir/notify.sock" || fail "node $node: no notify socket"
     # ExecStart's words, the backslash-newlines joined; the binary is the node's copy.
     read -r -a args < <(sed -n '/^ExecStart=/,/[^\\]$/p' "$dir/sitegrid-proxy.service" | sed 's/^ExecStart=//; s/\\$//' | tr '\n' ' ')
-    args[0]=$dir/sitegrid-proxy
+    args[0]=$dir/host-bin/sitegrid-proxy
     env_file=$(sed -n 's/^EnvironmentFile=-\{0,1\}//p' "$dir/sitegrid-proxy.service")
     # shellcheck disable=SC2016 # the inner shell expands
     node_spawn "$node" sitegrid-proxy env NOTIFY_SOCKET="$dir/notify.sock" bash -c '

@@ -118,6 +118,35 @@ all_back() { [[ $(running "$1") == "$2" ]]; }
 since_kubelet() { python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$(cat "$NODES_DIR/$1/kubelet-started")"; }
 # ask_from NODE: the pod that answers servicegrid-demo-svc's ClusterIP from NODE's own network.
 ask_from() { ip netns exec "sg-$1" curl -s --max-time 2 "http://$GRID_IP/" | sed -n 's/^pod name: //p'; }
+# start_asker LOG: a client in the site (sh-1's own network) asks the ServiceGrid's ClusterIP
+# every 200 ms, writing "<time> <the pod that answered, or ->" lines to LOG; prints its PID.
+start_asker() {
+    (while :; do
+        t=$(date +%s.%N)
+        a=$(ip netns exec sg-sh-1 curl -s --max-time 1 "http://$GRID_IP/" 2>/dev/null | sed -n 's/^pod name: //p')
+        echo "$t ${a:--}"
+        sleep 0.2
+    done) >"$1" 2>/dev/null &
+    track $!
+    echo $!
+}
+# stale_after PID LOG RUNNING_AT: stops the asker PID and reads its LOG: "<s from RUNNING_AT to
+# the first answer by shanghai's pods> <requests> <failed after that> <answers from another site>".
+stale_after() {
+    kill "$1" 2>/dev/null
+    python3 - "$2" "$3" <<'PY'
+import sys
+lines = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 2]
+ready = float(sys.argv[2])
+ok = lambda a: a.startswith("deploymentgrid-demo-shanghai-")
+first = next((float(t) for t, a in lines if ok(a)), None)
+after = [(t, a) for t, a in lines if first is not None and float(t) >= first]
+failed = sum(1 for t, a in after if a == "-")
+other = sum(1 for t, a in lines if a != "-" and not ok(a))
+late = first - ready if first is not None else -1
+print(f"{late:.1f} {len(lines)} {failed} {other}")
+PY
+}
 # node_cache_metric SERIES: a value from sh-1's proxy's /metrics.
 node_cache_metric() { in_node sh-1 curl -sf http://127.0.0.1:51007/metrics | awk -v m="sitegrid_proxy_$1" '$1 == m {v = $2} END {print v + 0}'; }
 
@@ -197,17 +226,7 @@ echo "figures: node cache, proxy killed on sh-1: back in ${proxy_back} s (restar
 # --- sh-1 rebooted offline with the node cache -------------------------------------------
 node_power_off sh-1
 node_cut sh-1
-# A client in the site (sh-1's own network) asks the ServiceGrid's ClusterIP every 200 ms
-# through the reboot: "<time> <the pod that answered, or ->".
-asks=$SITEGRID_E2E_LOGS/asks-sh-1.log
-(while :; do
-    t=$(date +%s.%N)
-    a=$(ip netns exec sg-sh-1 curl -s --max-time 1 "http://$GRID_IP/" 2>/dev/null | sed -n 's/^pod name: //p')
-    echo "$t ${a:--}"
-    sleep 0.2
-done) >"$asks" 2>/dev/null &
-asker=$!
-track "$asker"
+asker=$(start_asker "$SITEGRID_E2E_LOGS/asks-sh-1.log")
 node_boot sh-1
 retry 180 all_back sh-1 "$SH_PODS" || fail "sh-1 rebooted offline: pods running '$(running sh-1)', want '$SH_PODS'"
 running_at=$(date +%s.%N)
@@ -227,21 +246,7 @@ retry 60 in_site || fail "sh-1 offline: the ClusterIP answered '$(ask_from sh-1)
 answered=$(since_kubelet sh-1)
 echo "figures: offline reboot with the node cache: the ClusterIP answered in the site ${answered} s after the kubelet started, by the restarted pods at their new addresses"
 sleep 20
-kill "$asker" 2>/dev/null
-stale=$(python3 - "$asks" "$running_at" <<'PY'
-import sys
-lines = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 2]
-ready = float(sys.argv[2])
-ok = lambda a: a.startswith("deploymentgrid-demo-shanghai-")
-first = next((float(t) for t, a in lines if ok(a)), None)
-after = [(t, a) for t, a in lines if first is not None and float(t) >= first]
-failed = sum(1 for t, a in after if a == "-")
-other = sum(1 for t, a in lines if a != "-" and not ok(a))
-late = first - ready if first is not None else -1
-print(f"{late:.1f} {len(lines)} {failed} {other}")
-PY
-)
-read -r late sent failed other <<<"$stale"
+read -r late sent failed other <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1.log" "$running_at")"
 echo "figures: offline reboot, stale endpoints: the ClusterIP answered by the restarted pods ${late} s after they were all Running; $sent requests sent, $failed failed after that, $other from another site"
 expect "answers from another site" "$other" 0
 readyz=$(in_node sh-1 curl -s http://127.0.0.1:51007/readyz)
@@ -287,15 +292,21 @@ SERVICE_PODS=$(running sh-1 | tr ' ' '\n' | grep -v '^kube-system/sitegrid-proxy
 n_service=$(wc -w <<<"$SERVICE_PODS")
 node_power_off sh-1
 rm "$SH/etc-kubernetes/manifests/sitegrid-proxy-node-cache.yaml"
-real_image_file sitegrid-proxy /usr/local/bin/sitegrid-proxy "$SH/sitegrid-proxy"
+mkdir -p "$SH/host-bin" && real_image_file sitegrid-proxy /usr/local/bin/sitegrid-proxy "$SH/host-bin/sitegrid-proxy"
 cp "$SITEGRID_E2E_ROOT/deploy/static/sitegrid-proxy.service" "$SH/sitegrid-proxy.service"
 echo NODE_NAME=sh-1 >"$SH/etc-sitegrid/proxy.env"
 node_cut sh-1
+asker=$(start_asker "$SITEGRID_E2E_LOGS/asks-sh-1-service.log")
 node_boot sh-1
 retry 180 all_back sh-1 "$SERVICE_PODS" || fail "sh-1 rebooted offline, the proxy a host service: pods running '$(running sh-1)', want '$SERVICE_PODS'"
+running_at=$(date +%s.%N)
 service_reboot=$(since_services sh-1)
 echo "figures: offline reboot with the node cache as a host service: $n_service of $n_service pods Running ${service_reboot} s after the proxy and the kubelet were started (as a static pod: ${offline_reboot} s; online reboot without it: ${online_reboot} s)"
 retry 60 in_site || fail "sh-1 offline, the proxy a host service: the ClusterIP answered '$(ask_from sh-1)', not by a pod of shanghai"
+sleep 20
+read -r late sent failed other <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1-service.log" "$running_at")"
+echo "figures: offline reboot as a host service, stale endpoints: the ClusterIP answered by the restarted pods ${late} s after they were all Running; $sent requests sent, $failed failed after that, $other from another site"
+expect "answers from another site (host service)" "$other" 0
 node_uncut sh-1
 
 echo "figures: node cache on disk: $(du -sb "$SH/sitegrid-proxy/node-cache" | cut -f1) bytes for $n_pods pods; the proxy's RSS $(awk '/^VmRSS/ {printf "%.1f MiB", $2 / 1024}' "/proc/$(proxy_pid)/status")"
