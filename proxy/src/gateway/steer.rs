@@ -10,6 +10,7 @@ use std::{
 };
 
 use http::{Request, Response};
+use http_body_util::BodyExt;
 use sitegrid_apimachinery::Status;
 use tower::{util::BoxCloneSyncService, Service, ServiceExt};
 
@@ -111,11 +112,13 @@ impl Service<Request<Body>> for Steer {
                             n.listed();
                         }
                         Ok(match watch {
+                            // The body holds the mark until it is dropped.
                             true => resp.map(|body| {
-                                Body::new(crate::kubelet::Holding {
-                                    body,
-                                    guard: n.watching(),
-                                })
+                                let watching = n.watching();
+                                Body::new(body.map_frame(move |frame| {
+                                    let _held = &watching;
+                                    frame
+                                }))
                             }),
                             false => resp,
                         })

@@ -143,34 +143,6 @@ impl NodeRead {
     }
 }
 
-/// A body that holds `guard` until it is dropped.
-pub struct Holding<B, G> {
-    /// The body.
-    pub body: B,
-    /// What it holds.
-    pub guard: G,
-}
-
-impl<B, G> http_body::Body for Holding<B, G>
-where
-    B: http_body::Body<Data = Bytes> + Unpin,
-    G: Unpin,
-{
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, B::Error>>> {
-        std::pin::Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-}
-
 impl KubeletBranch {
     /// Answers one request of the kubelet.
     pub async fn handle(&self, req: Request<Body>) -> Response<Body> {
