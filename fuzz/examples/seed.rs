@@ -210,7 +210,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ],
             )?,
         );
-        cache.token_issued(
+        let token = cache.token_issued(
             "shop",
             "web",
             bytes::Bytes::from_static(b"{\"spec\":{}}"),
@@ -219,6 +219,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "spec": {"boundObjectRef": {"kind": "Pod", "name": "web", "uid": "uid-web"}},
                 "status": {"token": "eyJhbGciOiJSUzI1NiJ9.e30.c2ln", "expirationTimestamp": "2030-01-01T00:00:00Z"}}))?),
         );
+        if let Some(key) = token {
+            cache.write_token(&key)?;
+        }
         let patch = br#"{"status":{"podIP":"10.0.1.50","podIPs":[{"ip":"10.0.1.50"}]}}"#;
         let _ = cache.status_written("shop", "web", patch);
         cache.flush();
@@ -228,8 +231,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (1, "secrets"),
         (2, sitegrid_nodecache::persist::TOKENS_FILE),
         (3, sitegrid_nodecache::persist::LOCAL_FILE),
+        (0x40, sitegrid_nodecache::journal::JOURNAL_FILE),
     ] {
-        let file = fs::read(dir.join(name))?;
+        let mut file = fs::read(dir.join(name))?;
+        if mode == 0x40 {
+            // The journal's one record, not the zeros after it.
+            let len = u64::from_le_bytes(file[20..28].try_into()?);
+            file.truncate(28 + usize::try_from(len)?);
+        }
         put(
             "node_cache_file",
             name,

@@ -22,7 +22,8 @@
 //!    is let go ([`state::State::retain`]).
 //! 3. [`answer`] writes the answers given from what is kept, as
 //!    kube-apiserver writes them; [`token`] keeps TokenRequest answers.
-//! 4. [`persist`] keeps it all on disk, one file per resource.
+//! 4. [`persist`] keeps it all on disk, one file per resource; a token
+//!    goes into the tokens' [`journal`] first, before the kubelet has it.
 //!
 //! [`NodeCache`] is the handle the proxy holds: observations go in while
 //! the API server answers, answers come out while it does not. It does no
@@ -31,6 +32,7 @@
 
 pub mod answer;
 pub mod facts;
+pub mod journal;
 pub mod local;
 mod metrics;
 pub mod persist;
@@ -49,7 +51,7 @@ use std::{
 };
 
 use bytes::Bytes;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use sitegrid_apimachinery::watch::EventType;
 use tracing::{debug, warn};
 
@@ -73,6 +75,9 @@ struct Inner {
     node: String,
     state: RwLock<State>,
     storage: Option<Storage>,
+    /// Taken before `state` when both are: a token's record and the
+    /// tokens' file's write of it are never interleaved.
+    journal: Mutex<journal::Journal>,
     /// Woken when something changed that is not on disk yet.
     dirty: tokio::sync::Notify,
     counters: metrics::Counters,
@@ -188,6 +193,7 @@ impl NodeCache {
     /// and logged once; the rest is served.
     pub fn open(node: &str, storage: Option<Storage>) -> NodeCache {
         let mut state = State::new();
+        let mut journal = journal::Journal::default();
         if let Some(storage) = &storage {
             match storage.load_local(node) {
                 Ok(Some(pods)) => {
@@ -206,12 +212,22 @@ impl NodeCache {
                     }
                 }
             }
-            match storage.load_tokens(node) {
-                Ok(Some(tokens)) => state.tokens = tokens,
-                Ok(None) => {}
-                Err(why) => {
-                    warn!(dir = %storage.dir().display(), reason = %why, "node cache tokens refused")
+            let after = match storage.load_tokens(node) {
+                Ok(Some((tokens, seq))) => {
+                    state.tokens = tokens;
+                    seq
                 }
+                Ok(None) => 0,
+                Err(why) => {
+                    warn!(dir = %storage.dir().display(), reason = %why, "node cache tokens refused");
+                    0
+                }
+            };
+            let (opened, tokens) = journal::Journal::open(storage, node, after);
+            journal = opened;
+            for token in tokens {
+                // Marked changed: the tokens' file takes them at the first write.
+                state.tokens.insert(token);
             }
         }
         let size = storage.as_ref().map_or(0, Storage::size);
@@ -221,6 +237,7 @@ impl NodeCache {
                 node: node.to_owned(),
                 state: RwLock::new(state),
                 storage,
+                journal: Mutex::new(journal),
                 dirty: tokio::sync::Notify::new(),
                 counters: metrics::Counters::default(),
                 size: AtomicU64::new(size),
@@ -326,7 +343,8 @@ impl NodeCache {
     }
 
     /// The API server answered the TokenRequest `request` for
-    /// `namespace/service_account` with `response`.
+    /// `namespace/service_account` with `response`: kept, and what it is
+    /// found by (for [`NodeCache::write_token`]).
     pub fn token_issued(
         &self,
         namespace: &str,
@@ -334,17 +352,21 @@ impl NodeCache {
         request: Bytes,
         format: Format,
         response: Bytes,
-    ) {
+    ) -> Option<token::TokenKey> {
         let mut state = self.inner.state.write();
         match state
             .tokens
             .keep(namespace, service_account, request, format, response)
         {
-            Ok(()) => {
+            Ok(key) => {
                 drop(state);
                 self.inner.dirty.notify_one();
+                Some(key)
             }
-            Err(e) => debug!(error = %e, "a TokenRequest answer not kept"),
+            Err(e) => {
+                debug!(error = %e, "a TokenRequest answer not kept");
+                None
+            }
         }
     }
 
@@ -643,15 +665,47 @@ impl NodeCache {
         written
     }
 
-    /// Writes the tokens' file now if a token changed (blocking file I/O:
-    /// call it off the async threads). A token is written before the
-    /// kubelet gets it: the kubelet keeps it in memory and asks again only
-    /// when it restarts, so a token the proxy lost in a crash right after
-    /// handing it out would be missing at the next offline reboot.
-    pub fn flush_tokens(&self) -> Result<(), String> {
+    /// Puts the token kept under `key` on disk now, before the kubelet
+    /// gets it (blocking file I/O: call it off the async threads): the
+    /// kubelet keeps a token in memory and asks again only when it
+    /// restarts or the token nears its expiry, so a token the proxy lost
+    /// in a crash right after handing it out would be missing at the next
+    /// offline reboot. One record in the tokens' journal, or the whole
+    /// tokens' file when the journal is full.
+    pub fn write_token(&self, key: &token::TokenKey) -> Result<(), String> {
         let Some(storage) = &self.inner.storage else {
             return Ok(());
         };
+        let mut journal = self.inner.journal.lock();
+        let Some(token) = self.inner.state.read().tokens.get(key).cloned() else {
+            return Ok(());
+        };
+        let mut out = Flushed::default();
+        let written = match journal.append(storage, &self.inner.node, &token) {
+            Ok(Some(bytes)) => {
+                out.files += 1;
+                out.bytes += bytes;
+                Ok(())
+            }
+            Ok(None) => self.write_tokens(storage, &mut journal, &mut out),
+            Err(e) => {
+                warn!(error = %e, "token journal not written; writing the tokens' file");
+                out.errors += 1;
+                self.write_tokens(storage, &mut journal, &mut out)
+            }
+        };
+        self.noted(storage, &out);
+        written
+    }
+
+    /// Writes the tokens' file if a token changed, holding the journal so
+    /// far; then the journal starts again.
+    fn write_tokens(
+        &self,
+        storage: &Storage,
+        journal: &mut journal::Journal,
+        out: &mut Flushed,
+    ) -> Result<(), String> {
         let tokens = {
             let mut state = self.inner.state.write();
             if !state.tokens.dirty {
@@ -660,15 +714,14 @@ impl NodeCache {
             state.tokens.dirty = false;
             state.tokens.clone()
         };
-        let mut out = Flushed::default();
-        let written = self.note(
-            &mut out,
+        self.note(
+            out,
             persist::TOKENS_FILE,
-            storage.write_tokens(&self.inner.node, &tokens),
+            storage.write_tokens(&self.inner.node, &tokens, journal.seq),
             |s| s.tokens.dirty = true,
-        );
-        self.noted(storage, &out);
-        written
+        )?;
+        journal.restart();
+        Ok(())
     }
 
     /// Writes every resource that changed since its last write (blocking
@@ -678,8 +731,11 @@ impl NodeCache {
             return Flushed::default();
         };
         let mut out = Flushed::default();
+        if self.inner.state.read().tokens.dirty {
+            let _ = self.write_tokens(storage, &mut self.inner.journal.lock(), &mut out);
+        }
         // Copy out under the lock, write without it.
-        let (resources, tokens, local) = {
+        let (resources, local) = {
             let mut state = self.inner.state.write();
             let resources: Vec<(KeptResource, state::ResourceState)> = state
                 .resources
@@ -690,15 +746,11 @@ impl NodeCache {
                     (*k, r.clone())
                 })
                 .collect();
-            let tokens = state.tokens.dirty.then(|| {
-                state.tokens.dirty = false;
-                state.tokens.clone()
-            });
             let local = state.local.dirty.then(|| {
                 state.local.dirty = false;
                 state.local.pods.values().cloned().collect::<Vec<_>>()
             });
-            (resources, tokens, local)
+            (resources, local)
         };
         let node = &self.inner.node;
         for (resource, kept) in resources {
@@ -707,14 +759,6 @@ impl NodeCache {
                 &resource.file_name(),
                 write_kept(storage, node, resource, &kept),
                 |s| s.resource_mut(resource).dirty = true,
-            );
-        }
-        if let Some(tokens) = tokens {
-            let _ = self.note(
-                &mut out,
-                persist::TOKENS_FILE,
-                storage.write_tokens(node, &tokens),
-                |s| s.tokens.dirty = true,
             );
         }
         if let Some(local) = local {

@@ -17,9 +17,11 @@
 //! ```
 //!
 //! A file is written whole (temporary file, fsync, rename, directory
-//! fsync: `sitegrid_runtime::fs::AtomicFile`). One that is truncated,
-//! corrupt, of another format, sealed without the key, or kept for another
-//! node is refused whole: nothing of that resource is answered until the
+//! fsync: `sitegrid_runtime::fs::AtomicFile`); the tokens' journal
+//! ([`crate::journal`]) is the one file written in place, its records
+//! framed as such files end to end. A file that is truncated, corrupt, of
+//! another format, sealed without the key, or kept for another node is
+//! refused whole: nothing of that resource is answered until the
 //! kubelet lists it again through the proxy (a refused pod list is
 //! answered `503`, never as an empty list).
 
@@ -228,8 +230,9 @@ impl Storage {
         self.write(&resource.file_name(), payload)
     }
 
-    /// Reads back the tokens' file.
-    pub fn load_tokens(&self, node: &str) -> Result<Option<Tokens>, String> {
+    /// Reads back the tokens' file, and the last journal record it holds
+    /// (see [`crate::journal`]).
+    pub fn load_tokens(&self, node: &str) -> Result<Option<(Tokens, u64)>, String> {
         let Some(payload) = self.read(TOKENS_FILE)? else {
             return Ok(None);
         };
@@ -240,37 +243,25 @@ impl Storage {
         }
         let mut tokens = Tokens::default();
         for t in file.tokens {
-            tokens.insert(KeptToken {
-                namespace: t.namespace,
-                service_account: t.service_account,
-                request: Bytes::from(t.request),
-                format: format_of(t.protobuf),
-                response: Bytes::from(t.response),
-                expires_unix: t.expires_unix,
-                pod_uid: t.pod_uid,
-            });
+            tokens.insert(t.into());
         }
         tokens.dirty = false;
-        Ok(Some(tokens))
+        Ok(Some((tokens, file.journal_seq)))
     }
 
-    /// Writes the tokens' file.
-    pub fn write_tokens(&self, node: &str, tokens: &Tokens) -> Result<u64, String> {
+    /// Writes the tokens' file, holding the journal's records up to
+    /// `journal_seq`.
+    pub fn write_tokens(
+        &self,
+        node: &str,
+        tokens: &Tokens,
+        journal_seq: u64,
+    ) -> Result<u64, String> {
         let file = TokensFile {
             node: node.to_owned(),
             written_ms: now_ms(),
-            tokens: tokens
-                .iter()
-                .map(|t| TokenRecord {
-                    namespace: t.namespace.clone(),
-                    service_account: t.service_account.clone(),
-                    request: t.request.to_vec(),
-                    protobuf: t.format == Format::Protobuf,
-                    response: t.response.to_vec(),
-                    expires_unix: t.expires_unix,
-                    pod_uid: t.pod_uid.clone(),
-                })
-                .collect(),
+            journal_seq,
+            tokens: tokens.iter().map(TokenRecord::from).collect(),
         };
         let payload = postcard::to_allocvec(&file).map_err(|e| e.to_string())?;
         self.write(TOKENS_FILE, payload)
@@ -337,6 +328,20 @@ impl Storage {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.to_string()),
         };
+        let (payload, end) = self.unframe(name, &bytes)?;
+        if end != bytes.len() {
+            return Err(format!(
+                "{} bytes after a {end}-byte file: not one file",
+                bytes.len() - end
+            ));
+        }
+        Ok(Some(payload))
+    }
+
+    /// The payload of the framed file (or journal record) at the start of
+    /// `bytes`, checked and opened, and where it ends; `name` is the file's
+    /// name, which a sealed payload is bound to.
+    pub(crate) fn unframe(&self, name: &str, bytes: &[u8]) -> Result<(Vec<u8>, usize), String> {
         let header = bytes.get(..HEADER).ok_or("shorter than its header")?;
         if &header[..8] != MAGIC {
             return Err("not a node cache file".into());
@@ -352,19 +357,23 @@ impl Storage {
         let flags = word(12);
         let crc = word(16);
         let len = u64::from_le_bytes(header[20..28].try_into().unwrap_or_default());
-        let payload = &bytes[HEADER..];
-        if payload.len() as u64 != len {
-            return Err(format!(
-                "{} payload bytes, the header says {len}: torn",
-                payload.len()
-            ));
-        }
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|l| l.checked_add(HEADER))
+            .filter(|&end| end <= bytes.len())
+            .ok_or_else(|| {
+                format!(
+                    "{} payload bytes, the header says {len}: torn",
+                    bytes.len() - HEADER
+                )
+            })?;
+        let payload = &bytes[HEADER..end];
         if crc32fast::hash(payload) != crc {
             return Err("checksum mismatch".into());
         }
-        match (flags & SEALED != 0, &self.key) {
-            (false, _) => Ok(Some(payload.to_vec())),
-            (true, None) => Err("sealed, and no --node-cache-key-file was given".into()),
+        let plain = match (flags & SEALED != 0, &self.key) {
+            (false, _) => payload.to_vec(),
+            (true, None) => return Err("sealed, and no --node-cache-key-file was given".into()),
             (true, Some(key)) => {
                 let (nonce, sealed) = payload
                     .split_at_checked(aead::NONCE_LEN)
@@ -376,9 +385,10 @@ impl Storage {
                     .0
                     .open_in_place(nonce, aead::Aad::from(aad(&bytes[..16], name)), &mut buf)
                     .map_err(|_| "does not open with this key (another key, or altered)")?;
-                Ok(Some(plain.to_vec()))
+                plain.to_vec()
             }
-        }
+        };
+        Ok((plain, end))
     }
 
     fn write(&self, name: &str, payload: Vec<u8>) -> Result<u64, String> {
@@ -390,7 +400,7 @@ impl Storage {
 
     /// The file `name` holding `payload`: the header, then the payload,
     /// sealed with the key if there is one.
-    fn file(&self, name: &str, payload: Vec<u8>) -> Result<Vec<u8>, String> {
+    pub(crate) fn file(&self, name: &str, payload: Vec<u8>) -> Result<Vec<u8>, String> {
         let mut header = [0u8; HEADER];
         header[..8].copy_from_slice(MAGIC);
         header[8..12].copy_from_slice(&VERSION.to_le_bytes());
@@ -515,11 +525,13 @@ struct LocalFile {
 struct TokensFile {
     node: String,
     written_ms: u64,
+    journal_seq: u64,
     tokens: Vec<TokenRecord>,
 }
 
+/// One kept token as it is written, in the tokens' file and in the journal.
 #[derive(Serialize, Deserialize)]
-struct TokenRecord {
+pub(crate) struct TokenRecord {
     namespace: String,
     service_account: String,
     request: Vec<u8>,
@@ -527,4 +539,32 @@ struct TokenRecord {
     response: Vec<u8>,
     expires_unix: i64,
     pod_uid: String,
+}
+
+impl From<&KeptToken> for TokenRecord {
+    fn from(t: &KeptToken) -> TokenRecord {
+        TokenRecord {
+            namespace: t.namespace.clone(),
+            service_account: t.service_account.clone(),
+            request: t.request.to_vec(),
+            protobuf: t.format == Format::Protobuf,
+            response: t.response.to_vec(),
+            expires_unix: t.expires_unix,
+            pod_uid: t.pod_uid.clone(),
+        }
+    }
+}
+
+impl From<TokenRecord> for KeptToken {
+    fn from(t: TokenRecord) -> KeptToken {
+        KeptToken {
+            namespace: t.namespace,
+            service_account: t.service_account,
+            request: Bytes::from(t.request),
+            format: format_of(t.protobuf),
+            response: Bytes::from(t.response),
+            expires_unix: t.expires_unix,
+            pod_uid: t.pod_uid,
+        }
+    }
 }

@@ -371,35 +371,67 @@ fn a_key_file_is_32_bytes_or_64_hex_digits() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-#[test]
-fn tokens_are_kept_for_their_pod_and_survive_a_restart() {
+/// The API server's answer to a TokenRequest for the pod of `uid`: a
+/// token good for an hour, of `padding` more bytes (a real one is about a
+/// kilobyte).
+fn token_answer(uid: &str, token: &str, padding: usize) -> Bytes {
     use k8s_pb::api::authentication::v1 as auth;
-    let d = dir("tokens");
-    let cache = NodeCache::open("bj-1", Some(Storage::new(&d, None).unwrap()));
-    kubelet_reads(&cache);
-    let later = now_unix() + 3600;
-    let response = envelope(
+    envelope(
         "authentication.k8s.io/v1",
         "TokenRequest",
         &auth::TokenRequest {
             metadata: None,
             spec: Some(auth::TokenRequestSpec {
                 bound_object_ref: Some(auth::BoundObjectReference {
-                    u_id: Some("uid-web".into()),
+                    u_id: Some(uid.into()),
                     ..Default::default()
                 }),
                 ..Default::default()
             }),
             status: Some(auth::TokenRequestStatus {
-                token: Some("real.token".into()),
+                token: Some(format!("{token}{}", "x".repeat(padding))),
                 expiration_timestamp: Some(k8s_pb::apimachinery::pkg::apis::meta::v1::Time {
-                    seconds: Some(later),
+                    seconds: Some(now_unix() + 3600),
                     nanos: None,
                 }),
             }),
         }
         .encode_to_vec(),
-    );
+    )
+}
+
+/// The kubelet's TokenRequest `request` for the pod of `uid` answered, and
+/// written as the proxy writes it before handing it on (no background
+/// write of the tokens' file): the answer.
+fn token_handed_out(cache: &NodeCache, uid: &str, request: &'static [u8], padding: usize) -> Bytes {
+    let response = token_answer(uid, std::str::from_utf8(request).unwrap(), padding);
+    let key = cache
+        .token_issued(
+            "shop",
+            "default",
+            Bytes::from_static(request),
+            Format::Protobuf,
+            response.clone(),
+        )
+        .expect("kept");
+    cache.write_token(&key).unwrap();
+    response
+}
+
+/// The token a restarted proxy answers offline to `request`, if any.
+fn token_after_restart(d: &std::path::Path, request: &[u8]) -> Option<Bytes> {
+    let restarted = NodeCache::open("bj-1", Some(Storage::new(d, None).unwrap()));
+    let answer = restarted.token("shop", "default", request, PB).ok()?;
+    assert_eq!(answer.status, 201);
+    Some(answer.body)
+}
+
+#[test]
+fn tokens_are_kept_for_their_pod_and_survive_a_restart() {
+    let d = dir("tokens");
+    let cache = NodeCache::open("bj-1", Some(Storage::new(&d, None).unwrap()));
+    kubelet_reads(&cache);
+    let response = token_answer("uid-web", "real.token", 0);
     let request = Bytes::from_static(b"the kubelet's request");
     cache.token_issued(
         "shop",
@@ -415,5 +447,87 @@ fn tokens_are_kept_for_their_pod_and_survive_a_restart() {
     let answer = restarted.token("shop", "default", &request, PB).unwrap();
     assert_eq!((answer.status, answer.body), (201, response));
     assert!(restarted.token("shop", "default", b"another", PB).is_err());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_token_handed_out_survives_a_crash_before_the_tokens_file_is_written() {
+    let d = dir("token-crash");
+    let cache = NodeCache::open("bj-1", Some(Storage::new(&d, None).unwrap()));
+    kubelet_reads(&cache);
+    let web = token_handed_out(&cache, "uid-web", b"web's request", 1000);
+    // The proxy dies here: no background write ever ran.
+    assert_eq!(token_after_restart(&d, b"web's request"), Some(web.clone()));
+
+    // The background write, then the next token: both survive the next crash.
+    cache.flush();
+    let api = token_handed_out(&cache, "uid-api", b"api's request", 1000);
+    assert_eq!(token_after_restart(&d, b"web's request"), Some(web.clone()));
+    assert_eq!(token_after_restart(&d, b"api's request"), Some(api.clone()));
+
+    // A restarted proxy goes on where the last one stopped.
+    let restarted = NodeCache::open("bj-1", Some(Storage::new(&d, None).unwrap()));
+    kubelet_reads(&restarted);
+    let again = token_handed_out(&restarted, "uid-web", b"web's next request", 1000);
+    for (request, answer) in [
+        (&b"web's request"[..], &web),
+        (b"api's request", &api),
+        (b"web's next request", &again),
+    ] {
+        assert_eq!(token_after_restart(&d, request).as_ref(), Some(answer));
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_token_torn_by_a_crash_while_it_was_written_is_the_only_one_lost() {
+    let d = dir("token-torn");
+    let cache = NodeCache::open("bj-1", Some(Storage::new(&d, None).unwrap()));
+    kubelet_reads(&cache);
+    let web = token_handed_out(&cache, "uid-web", b"web's request", 1000);
+    token_handed_out(&cache, "uid-api", b"api's request", 1000);
+    // The machine died while the second token was being written: its
+    // record is half there (it was never handed out).
+    let path = d.join("serviceaccount-tokens.journal");
+    let mut journal = std::fs::read(&path).unwrap();
+    let second = journal
+        .windows(8)
+        .enumerate()
+        .filter(|(_, w)| w == b"SGPXNODE")
+        .nth(1)
+        .map(|(at, _)| at)
+        .expect("two records");
+    journal[second + 600..].fill(0);
+    std::fs::write(&path, &journal).unwrap();
+    assert_eq!(token_after_restart(&d, b"web's request"), Some(web));
+    assert_eq!(token_after_restart(&d, b"api's request"), None);
+    // Another node's proxy on this directory reads none of them.
+    let other = NodeCache::open("bj-2", Some(Storage::new(&d, None).unwrap()));
+    assert!(other
+        .token("shop", "default", b"web's request", PB)
+        .is_err());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn more_tokens_at_once_than_the_journal_holds_all_survive_a_crash() {
+    let d = dir("token-burst");
+    let cache = NodeCache::open("bj-1", Some(Storage::new(&d, None).unwrap()));
+    kubelet_reads(&cache);
+    // 120 tokens of 3 KiB in a row, no background write between them: more
+    // than the journal holds.
+    let requests: Vec<&'static [u8]> = (0..120)
+        .map(|i| &*Box::leak(format!("request {i}").into_bytes().into_boxed_slice()))
+        .collect();
+    let answers: Vec<Bytes> = requests
+        .iter()
+        .enumerate()
+        .map(|(i, r)| token_handed_out(&cache, ["uid-web", "uid-api"][i % 2], r, 3000))
+        .collect();
+    let restarted = NodeCache::open("bj-1", Some(Storage::new(&d, None).unwrap()));
+    for (request, answer) in requests.iter().zip(&answers) {
+        let got = restarted.token("shop", "default", request, PB).unwrap();
+        assert_eq!(&got.body, answer);
+    }
     let _ = std::fs::remove_dir_all(&d);
 }

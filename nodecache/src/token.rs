@@ -36,16 +36,20 @@ pub struct KeptToken {
     pub pod_uid: String,
 }
 
+/// What a kept answer is found by: the service account's namespace and
+/// name, and the request's bytes.
+pub type TokenKey = (String, String, Bytes);
+
 /// The kept answers.
 #[derive(Debug, Clone, Default)]
 pub struct Tokens {
-    by_request: BTreeMap<(String, String, Bytes), KeptToken>,
+    by_request: BTreeMap<TokenKey, KeptToken>,
     /// Changed since last written.
     pub dirty: bool,
 }
 
 impl Tokens {
-    /// Keeps the answer `response` to `request`.
+    /// Keeps the answer `response` to `request`; what it is found by.
     pub fn keep(
         &mut self,
         namespace: &str,
@@ -53,7 +57,7 @@ impl Tokens {
         request: Bytes,
         format: Format,
         response: Bytes,
-    ) -> Result<(), WireError> {
+    ) -> Result<TokenKey, WireError> {
         let (expires_unix, pod_uid) = read_answer(format, &response)?;
         let token = KeptToken {
             namespace: namespace.to_owned(),
@@ -64,19 +68,24 @@ impl Tokens {
             expires_unix,
             pod_uid,
         };
-        self.insert(token);
-        Ok(())
+        Ok(self.insert(token))
     }
 
-    /// Keeps a token read back from disk.
-    pub fn insert(&mut self, token: KeptToken) {
+    /// Keeps a token read back from disk; what it is found by.
+    pub fn insert(&mut self, token: KeptToken) -> TokenKey {
         let key = (
             token.namespace.clone(),
             token.service_account.clone(),
             token.request.clone(),
         );
-        self.by_request.insert(key, token);
+        self.by_request.insert(key.clone(), token);
         self.dirty = true;
+        key
+    }
+
+    /// The token kept under `key`, expired or not.
+    pub fn get(&self, key: &TokenKey) -> Option<&KeptToken> {
+        self.by_request.get(key)
     }
 
     /// The kept answer to this request, if its token has not expired by `now_unix`.

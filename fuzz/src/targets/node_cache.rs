@@ -10,7 +10,8 @@ const NODE: &str = "bj-1";
 ///
 /// The first byte picks the file: its low two bits `0` the pods' file,
 /// `1` the Secrets', `2` the tokens', `3` the kubelet's offline reports; bit
-/// `0x80` seals the rest with a valid header and checksum (so the records
+/// `0x40` instead the tokens' journal (read after the tokens' file); bit
+/// `0x80` frames the rest with a valid header and checksum (so the records
 /// themselves are fuzzed), else the rest is the whole file. What loads is
 /// opened as a node cache and asked what the kubelet asks offline.
 pub fn node_cache_file(data: &[u8]) {
@@ -23,6 +24,7 @@ pub fn node_cache_file(data: &[u8]) {
         return;
     };
     let name = match mode & 3 {
+        _ if mode & 0x40 != 0 => sitegrid_nodecache::journal::JOURNAL_FILE.to_owned(),
         0 => KeptResource::Pods.file_name(),
         1 => KeptResource::Secrets.file_name(),
         2 => sitegrid_nodecache::persist::TOKENS_FILE.to_owned(),

@@ -280,8 +280,9 @@ impl KubeletBranch {
                 service_account,
             } => {
                 let request = token.unwrap_or_default();
+                let mut kept = None;
                 let body = tee::whole(body, |b| {
-                    cache.token_issued(
+                    kept = cache.token_issued(
                         &namespace,
                         &service_account,
                         request,
@@ -290,8 +291,10 @@ impl KubeletBranch {
                     )
                 })
                 .await;
-                // See `NodeCache::flush_tokens`.
-                written_first(&cache, NodeCache::flush_tokens).await;
+                if let Some(key) = kept {
+                    // See `NodeCache::write_token`.
+                    written_first(&cache, move |c| c.write_token(&key)).await;
+                }
                 body
             }
             KubeletRequest::Watch {
