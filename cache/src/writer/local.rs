@@ -6,8 +6,9 @@
 //! reports each pod's status through the node cache
 //! (`sitegrid-nodecache`'s `local`); the writer serves it:
 //!
-//! - An endpoint whose `targetRef.uid` is a reported pod (and whose node,
-//!   when it names one, is the pod's node) takes the pod's address of the
+//! - An endpoint whose `targetRef.uid` is a reported pod and whose node
+//!   (`nodeName`; v1beta1 slices: the `kubernetes.io/hostname` topology) is
+//!   the reporting node takes the pod's address of the
 //!   endpoint's family and its readiness: ready, or not ready (in Endpoints:
 //!   moved to `notReadyAddresses`; in EndpointSlices: `ready` and `serving`
 //!   false). A pod that stopped (`Succeeded`, `Failed`) is removed. Nothing
@@ -44,13 +45,18 @@ pub struct LocalPod {
     pub running: bool,
 }
 
-/// The reports in force, by pod uid.
+/// The reports in force, by reporting node and pod uid: a node claiming
+/// another node's pod neither moves nor hides that node's report.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(super) struct LocalPods(BTreeMap<String, LocalPod>);
+pub(super) struct LocalPods(BTreeMap<(String, String), LocalPod>);
 
 impl LocalPods {
     pub(super) fn new(pods: Vec<LocalPod>) -> LocalPods {
-        LocalPods(pods.into_iter().map(|p| (p.uid.clone(), p)).collect())
+        LocalPods(
+            pods.into_iter()
+                .map(|p| ((p.node.clone(), p.uid.clone()), p))
+                .collect(),
+        )
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -58,14 +64,14 @@ impl LocalPods {
     }
 
     /// The report for the endpoint `e` (`targetRef`, and its node under
-    /// `node`, a JSON pointer from the endpoint), if one applies.
+    /// `node`, a JSON pointer from the endpoint), if one applies: only to
+    /// an endpoint that names the reporting node, so that a node (through
+    /// a site proxy, any node of the site) moves its own pods' endpoints
+    /// and no other.
     fn of(&self, e: &Value, node: &str) -> Option<&LocalPod> {
         let uid = e.pointer("/targetRef/uid")?.as_str()?;
-        let pod = self.0.get(uid)?;
-        match e.pointer(node).and_then(Value::as_str) {
-            Some(n) if n != pod.node => None,
-            _ => Some(pod),
-        }
+        let node = e.pointer(node)?.as_str()?;
+        self.0.get(&(node.to_owned(), uid.to_owned()))
     }
 
     /// Applies the reports to a v1 Endpoints object; true if it changed.
@@ -275,6 +281,23 @@ mod tests {
         assert_eq!(names, ["web-2", "web-3"]);
         assert_eq!(s["endpoints"][1]["addresses"], json!(["10.0.11.7"]));
         assert!(!LocalPods::default().apply_slice(&mut slice()));
+        // An endpoint that names no node is moved by no node's report.
+        let mut s = slice();
+        s["endpoints"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("nodeName");
+        let before = s.clone();
+        assert!(!LocalPods::new(vec![pod("u1", &["10.0.31.9"], true, true)]).apply_slice(&mut s));
+        assert_eq!(s, before);
+        // Another node claiming u1 neither moves nor hides sh-1's report of it.
+        let mut claim = pod("u1", &["10.0.99.9"], true, true);
+        claim.node = "bj-1".into();
+        let mut s = slice();
+        assert!(
+            LocalPods::new(vec![pod("u1", &["10.0.31.9"], true, true), claim]).apply_slice(&mut s)
+        );
+        assert_eq!(s["endpoints"][0]["addresses"], json!(["10.0.31.9"]));
     }
 
     #[test]
