@@ -130,6 +130,15 @@ pub struct ProxyArgs {
     /// Its key (PEM; by default the same file, as the kubelet keeps them).
     #[arg(long)]
     pub kubelet_client_key: Option<PathBuf>,
+    /// kubeconfig naming the API server the kubelet's requests go to, and
+    /// which the node cache probes to tell whether it is reachable (default:
+    /// --kubeconfig's). Behind a site proxy, name the API server itself: the
+    /// kubelet then reads it as it would without the proxy, and a cut WAN
+    /// makes the node cache answer (the site proxy would answer in its stead,
+    /// without the kubelet's pods). Its credentials are not used: the
+    /// kubelet's own certificate is.
+    #[arg(long, requires = "kubelet_bind_address")]
+    pub kubelet_kubeconfig: Option<PathBuf>,
     /// Seal the node cache's files with this key (32 bytes, raw or as 64
     /// hexadecimal digits): ChaCha20-Poly1305, so the kept Secrets and tokens
     /// are not readable from a copy of --data-dir without the key.
@@ -225,6 +234,8 @@ impl ProxyArgs {
                 .clone()
                 .unwrap_or_else(|| self.kubelet_client_certificate.clone()),
             seal_key: self.node_cache_key_file.clone(),
+            // Read by `main` (a kubeconfig is read asynchronously).
+            upstream: None,
         });
         opts.limits = Limits {
             cached_inflight: self.max_requests_inflight,

@@ -15,6 +15,8 @@
 //! kubelet                   the node cache: this node's kubelet's other requests,
 //!                           upstream as the kubelet and kept, or answered from
 //!                           sitegrid-nodecache while the API server is unreachable
+//! site_reports              a node's offline reports of its pods, sent by its
+//!                           proxy to the site proxy, which serves them to the site
 //! ops                       /healthz, /readyz, /metrics, /debug
 //! gateway                   the Tower stack: classify once, rescue, steer
 //! app, config               start-up, shutdown, flags
@@ -45,4 +47,5 @@ pub mod http;
 pub mod kubelet;
 pub mod ops;
 pub mod passthrough;
+pub mod site_reports;
 pub mod upstream;

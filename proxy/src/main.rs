@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::Parser;
 use sitegrid_proxy::{app::start, config::Cli};
 
@@ -21,7 +22,15 @@ async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = sitegrid_runtime::kube_config(cli.proxy.kubeconfig.as_deref()).await?;
-    let proxy = start(config, cli.proxy.options()).await?;
+    let mut options = cli.proxy.options();
+    if let (Some(kubelet), Some(path)) = (&mut options.kubelet, &cli.proxy.kubelet_kubeconfig) {
+        kubelet.upstream = Some(
+            sitegrid_runtime::kube_config(Some(path))
+                .await
+                .context("--kubelet-kubeconfig")?,
+        );
+    }
+    let proxy = start(config, options).await?;
     // Every port listens and the node cache is loaded: a service manager may
     // start the kubelet now (deploy/static/sitegrid-proxy.service).
     sitegrid_runtime::notify_ready();

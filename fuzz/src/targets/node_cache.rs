@@ -18,7 +18,15 @@ pub fn node_cache_file(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("sitegrid-fuzz-node-cache-{}", std::process::id()));
+    // On tmpfs where there is one: opening a node cache makes its token
+    // journal (zeros, synced), which a disk would make the slowest step.
+    let shm = std::path::Path::new("/dev/shm");
+    let base = if shm.is_dir() {
+        shm.to_owned()
+    } else {
+        std::env::temp_dir()
+    };
+    let dir = base.join(format!("sitegrid-fuzz-node-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let Ok(storage) = Storage::new(&dir, None) else {
         return;

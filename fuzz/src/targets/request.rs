@@ -115,6 +115,7 @@ pub fn query(data: &[u8]) {
         ops: true,
         debug: true,
         nodes: CachedNodes::Only("bj-1".into()),
+        reports: true,
     };
     match classify(&parts, &config) {
         Route::Cached(req) => {
@@ -126,6 +127,12 @@ pub fn query(data: &[u8]) {
                 rejection.status.code >= 400,
                 "{target:?}: {:?}",
                 rejection.status
+            );
+        }
+        Route::Report(node) => {
+            assert!(
+                !node.is_empty() && !node.contains('/'),
+                "{target:?}: {node:?}"
             );
         }
         Route::Ops(_) | Route::Passthrough(_) => {}

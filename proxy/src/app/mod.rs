@@ -28,8 +28,9 @@ use crate::{
     http::tls::{ReloadingTls, TlsError, TlsFiles},
     ops::Ops,
     passthrough::{AnonymousPassthrough, Passthrough},
+    site_reports::SiteReports,
     upstream::{
-        health::{Health, Reachability},
+        health::{probe, Health, ProbeTimes, Reachability, Thresholds},
         upstream, upstream_without_credentials,
     },
 };
@@ -93,6 +94,10 @@ pub struct KubeletOptions {
     pub key: PathBuf,
     /// The key the node cache's files are sealed with.
     pub seal_key: Option<PathBuf>,
+    /// Where the kubelet's requests and the reachability probe go, when not
+    /// to the proxy's own upstream (`--kubelet-kubeconfig`: behind a site
+    /// proxy, the API server itself).
+    pub upstream: Option<kube::Config>,
 }
 
 impl ProxyOptions {
@@ -217,9 +222,17 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         opts.max_body,
     )
     .with_body_idle_timeout(opts.conn.header_read_timeout);
+    // The kubelet's own path to the API server: the proxy's upstream unless
+    // --kubelet-kubeconfig names another (behind a site proxy, the API
+    // server itself, so that a cut WAN makes the node cache answer).
+    let kubelet_config = opts
+        .kubelet
+        .as_ref()
+        .and_then(|k| k.upstream.clone())
+        .unwrap_or_else(|| config.clone());
     let node_cache = match &opts.kubelet {
         Some(k) => Some(node_cache::NodeCacheParts::load(
-            &config,
+            &kubelet_config,
             &opts.node_name,
             k,
             opts.tls.as_ref(),
@@ -247,7 +260,35 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         None => persist::Opened::default(),
     };
     let (cache, writer) = cache::open(opts.cache, opened);
-    let local = node_cache.as_ref().map(|nc| nc.local_reports(&mut tasks));
+    // Whose offline reports the served endpoints follow: this node's kubelet
+    // (a node cache), or the site's nodes' (a site proxy, which then probes
+    // the API server as a node cache does: `crate::site_reports`).
+    let mut site_reports = None;
+    let local = match (&node_cache, &locality) {
+        (Some(nc), _) => Some(nc.local_reports(&mut tasks)),
+        (None, Locality::Site(_)) => {
+            let health = Health::new(Thresholds::default());
+            tasks.spawn(probe(
+                config.clone(),
+                health.clone(),
+                ProbeTimes::default(),
+                shutdown.clone(),
+            ));
+            let (reports, rx) = SiteReports::new(health.clone());
+            tasks.spawn(reports.clone().let_go_when_online());
+            site_reports = Some((reports, health));
+            Some(rx)
+        }
+        (None, Locality::Node(_)) => None,
+    };
+    if let (Some(nc), Some(_)) = (
+        &node_cache,
+        opts.kubelet.as_ref().and_then(|k| k.upstream.as_ref()),
+    ) {
+        // The kubelet reads the API server directly: this proxy's upstream
+        // is a site proxy, which serves the node's reports to the site.
+        nc.report_to_site(&config, &mut tasks, shutdown.clone())?;
+    }
     let sync =
         crate::upstream::sync::SyncThread::start(config.clone(), writer, locality.clone(), local)?;
     if cache.readiness().restored_from().is_some() {
@@ -268,7 +309,20 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         nc.cache.register_metrics(&mut registry);
         nc.health.register_metrics(&mut registry);
     }
-    let health = node_cache.as_ref().map(|nc| nc.health.clone());
+    if let Some((_, health)) = &site_reports {
+        health.register_metrics(&mut registry);
+    }
+    let health = match (&node_cache, &site_reports) {
+        (Some(nc), _) => Some((
+            nc.health.clone(),
+            "the kubelet is answered from the node cache",
+        )),
+        (None, Some((_, health))) => Some((
+            health.clone(),
+            "the site's nodes' offline reports of their pods are served",
+        )),
+        (None, None) => None,
+    };
     let ops = Ops {
         operator: Operator::new(registry, ready_check(cache.clone(), health)),
         cache: cache.clone(),
@@ -305,6 +359,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
                 shutdown.clone(),
             )
         }),
+        reports: site_reports.map(|(reports, _)| reports),
     });
     // Each connection holds a handle on the stack, each request its own copy
     // while it is dispatched (an open watch: only the handle).
@@ -314,7 +369,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
             let kept = nc.cache.clone();
             let addr = nc
                 .run(
-                    config.clone(),
+                    kubelet_config,
                     gateway.clone(),
                     opts.conn,
                     opts.grace,
@@ -409,11 +464,14 @@ fn dispatch(
 /// `/readyz`: ready once every wanted kind is served (Services and Nodes,
 /// and the endpoint kinds clients asked for); degraded while some of them
 /// are still the snapshot's.
-fn ready_check(cache: Cache, health: Option<Health>) -> sitegrid_runtime::ops::ReadyCheck {
+fn ready_check(
+    cache: Cache,
+    health: Option<(Health, &'static str)>,
+) -> sitegrid_runtime::ops::ReadyCheck {
     Arc::new(move || {
-        let offline = match health.as_ref().map(Health::state) {
-            Some(Reachability::Offline(since)) => Some(format!(
-                "the API server has not answered since {}; the kubelet is answered from the node cache",
+        let offline = match health.as_ref().map(|(h, what)| (h.state(), what)) {
+            Some((Reachability::Offline(since), what)) => Some(format!(
+                "the API server has not answered since {}; {what}",
                 format_system_time(since)
             )),
             _ => None,

@@ -141,6 +141,27 @@ impl NodeCacheParts {
         rx
     }
 
+    /// Sends the node's offline reports to the site proxy `site` names
+    /// (the proxy's upstream, when the kubelet's is the API server itself),
+    /// as the kubelet: see `crate::site_reports`.
+    pub fn report_to_site(
+        &self,
+        site: &kube::Config,
+        tasks: &mut JoinSet<()>,
+        shutdown: CancellationToken,
+    ) -> Result<(), StartError> {
+        let to_site =
+            KubeletCredentials::new(site, &self.node, &self.opts.certificate, &self.opts.key)?;
+        tasks.spawn(to_site.reloader(TLS_RELOAD_PERIOD));
+        tasks.spawn(crate::site_reports::send_reports(
+            self.cache.clone(),
+            to_site,
+            self.node.clone(),
+            shutdown,
+        ));
+        Ok(())
+    }
+
     /// Starts the prober, the reloaders, the writer and the kubelet port.
     pub async fn run(
         self,

@@ -20,6 +20,7 @@ pub use stack::{build, Gateway, Limits};
 
 use crate::{
     handlers::HandlerSettings, kubelet::KubeletBranch, ops::Ops, passthrough::Passthrough,
+    site_reports::SiteReports,
 };
 use sitegrid_cache::Cache;
 
@@ -45,6 +46,8 @@ pub struct GatewayConfig {
     pub clients: ClientGroups,
     /// The node cache's branch for this node's kubelet (None: no node cache).
     pub kubelet: Option<KubeletBranch>,
+    /// The nodes' offline reports, taken by a site proxy (None: not taken).
+    pub reports: Option<SiteReports>,
 }
 
 impl GatewayConfig {
@@ -62,6 +65,7 @@ impl GatewayConfig {
             nodes: CachedNodes::All,
             clients: ClientGroups::default(),
             kubelet: None,
+            reports: None,
         }
     }
 }

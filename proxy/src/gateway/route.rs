@@ -34,6 +34,8 @@ pub enum Route {
     Rejected(Box<Rejection>),
     /// An operator endpoint on the serving port.
     Ops(ops::Endpoint),
+    /// A node's offline reports, sent to its site proxy (`crate::site_reports`).
+    Report(String),
     /// Anything else: forwarded upstream.
     Passthrough(Passthrough),
 }
@@ -66,6 +68,8 @@ pub struct RouteConfig {
     pub debug: bool,
     /// Which Node requests the cache answers (see [`CachedNodes`]).
     pub nodes: CachedNodes,
+    /// The nodes' offline reports are taken here (a site proxy).
+    pub reports: bool,
 }
 
 /// Which Node requests the cache answers; the others go upstream.
@@ -93,6 +97,11 @@ pub fn classify(parts: &Parts, config: &RouteConfig) -> Route {
     if config.ops {
         if let Some(endpoint) = ops::Endpoint::of(path, config.debug) {
             return Route::Ops(endpoint);
+        }
+    }
+    if config.reports {
+        if let Some(node) = crate::site_reports::node_of(path) {
+            return Route::Report(node.to_owned());
         }
     }
     let query = parts.uri.query().unwrap_or("");

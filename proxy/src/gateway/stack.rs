@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! trace → rescue → classify → metrics → steer ─┬─ operator endpoints   (/healthz, /readyz, /metrics, /debug/*)
+//!                                              ├─ offline reports     (a site proxy: its nodes' kubelets' pods, while it is offline)
 //!                                              ├─ cached watch         (open-watch limit: 429 beyond it)
 //!                                              ├─ cached list / get    (concurrency limit + load shedding)
 //!                                              ├─ kubelet stream       (the node cache: the kubelet's other watches; the open-watch limit)
@@ -74,6 +75,7 @@ pub fn build(config: GatewayConfig) -> Gateway {
         ops: config.ops.is_some(),
         debug: config.ops.as_ref().is_some_and(|o| o.debug),
         nodes: config.nodes.clone(),
+        reports: config.reports.is_some(),
     };
     let metrics = config.metrics.clone();
     let limits = config.limits;
@@ -105,6 +107,7 @@ pub fn build(config: GatewayConfig) -> Gateway {
         node_read,
         ops: config.ops,
         clients: config.clients,
+        reports: config.reports,
     };
     BoxCloneSyncService::new(
         ServiceBuilder::new()
@@ -238,7 +241,7 @@ fn labels(route: &Route) -> (RequestVerb, RequestResource, bool) {
             (verb, resource, verb == RequestVerb::Watch)
         }
         Route::Rejected(_) => (RequestVerb::Invalid, RequestResource::None, false),
-        Route::Ops(_) => (RequestVerb::Ops, RequestResource::None, false),
+        Route::Ops(_) | Route::Report(_) => (RequestVerb::Ops, RequestResource::None, false),
         Route::Passthrough(p) => {
             let resource = match p.resource.as_str() {
                 "" => RequestResource::None,

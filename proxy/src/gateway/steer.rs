@@ -20,6 +20,7 @@ use crate::{
     http::{response, Body, BoxError, Caller},
     kubelet::NodeRead,
     ops::Ops,
+    site_reports::SiteReports,
 };
 use sitegrid_cache::ResourceKind;
 
@@ -48,6 +49,8 @@ pub struct Steer {
     pub ops: Option<Ops>,
     /// Who may use the proxy (the operator endpoints excepted).
     pub clients: ClientGroups,
+    /// The nodes' offline reports (a site proxy).
+    pub reports: Option<SiteReports>,
 }
 
 impl Service<Request<Body>> for Steer {
@@ -74,7 +77,9 @@ impl Service<Request<Body>> for Steer {
         if let Some(Caller::Stranger(_)) = caller {
             return Box::pin(async { Ok(response::status(&crate::passthrough::stranger())) });
         }
-        if !matches!(route, Route::Ops(_)) {
+        // Reports are taken from a kubelet's certificate, whatever group
+        // --client-group asks of node proxies.
+        if !matches!(route, Route::Ops(_) | Route::Report(_)) {
             if let Some(status) = self.clients.refuse(&req) {
                 let encoding = match &route {
                     Route::Cached(cached) => cached.errors,
@@ -137,6 +142,13 @@ impl Service<Request<Body>> for Steer {
                     Ok(ops.answer(req.method(), endpoint, uri.query()).await)
                 }),
                 // Routed to ops only when they are served here.
+                None => Box::pin(self.passthrough.clone().oneshot(req)),
+            },
+            Route::Report(node) => match self.reports.clone() {
+                Some(reports) => {
+                    Box::pin(async move { Ok(reports.answer(&node, caller.as_ref(), req).await) })
+                }
+                // Classified as a report only where reports are taken.
                 None => Box::pin(self.passthrough.clone().oneshot(req)),
             },
             Route::Passthrough(p) => {

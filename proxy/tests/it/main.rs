@@ -20,6 +20,7 @@ mod ops;
 mod protobuf;
 mod protobuf_complete;
 mod service_manager;
+mod site_reports;
 mod tls;
 mod upstream_faults;
 mod watch;

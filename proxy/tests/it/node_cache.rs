@@ -36,10 +36,10 @@ const TOKEN: &str = "/api/v1/namespaces/shop/serviceaccounts/web/token";
 /// Two CAs, as on a real node: the cluster's (the API server's serving
 /// certificate, every kubelet's and the proxy's client certificates) and
 /// sitegrid's (the proxy's serving certificate).
-struct Pki {
+pub(crate) struct Pki {
     dir: PathBuf,
     cluster_ca: String,
-    sitegrid_ca: String,
+    pub(crate) sitegrid_ca: String,
 }
 
 impl Pki {
@@ -111,6 +111,14 @@ impl Pki {
             false,
         );
         leaf(&sitegrid, "serving", "sitegrid-proxy", &[], true);
+        // A node proxy's certificate for its site proxy.
+        leaf(
+            &sitegrid,
+            "node-proxy",
+            "sitegrid:node-proxy",
+            &["sitegrid:site:beijing"],
+            false,
+        );
         // The kubelet's subject, signed by sitegrid's CA (what --ca-file verifies on the serving port).
         leaf(
             &sitegrid,
@@ -136,6 +144,21 @@ impl Pki {
         std::fs::read_to_string(self.path(name)).unwrap()
     }
 
+    /// The site proxy `site`, as a node proxy of beijing reads it.
+    pub(crate) fn site_config(&self, site: &RunningProxy) -> kube::Config {
+        let mut config = kube::Config::new(format!("https://{}", site.local_addr).parse().unwrap());
+        config.root_cert = Some(vec![rustls_pki_types::CertificateDer::from_pem_slice(
+            self.sitegrid_ca.as_bytes(),
+        )
+        .unwrap()
+        .to_vec()]);
+        use base64::Engine;
+        let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
+        config.auth_info.client_certificate_data = Some(b64(self.read("node-proxy.crt")));
+        config.auth_info.client_key_data = Some(b64(self.read("node-proxy.key")).into());
+        config
+    }
+
     fn api_tls(&self) -> TlsServing {
         TlsServing {
             cert: self.read("apiserver.crt"),
@@ -145,7 +168,7 @@ impl Pki {
     }
 
     /// A client of `url` trusting `ca_pem`, with `identity`'s certificate (None: none).
-    fn client(&self, url: &str, ca_pem: &str, identity: Option<&str>) -> kube::Client {
+    pub(crate) fn client(&self, url: &str, ca_pem: &str, identity: Option<&str>) -> kube::Client {
         use base64::Engine;
         let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
         let mut config = kube::Config::new(url.parse().unwrap());
@@ -202,12 +225,15 @@ fn cluster(version: sitegrid_fakeapi::KubernetesVersion) -> ApiServer {
 }
 
 pub(crate) struct World {
-    pki: Pki,
+    pub(crate) pki: Pki,
     pub(crate) api: ApiServer,
     upstream: Option<ServerHandle>,
     upstream_addr: SocketAddr,
     data_dir: PathBuf,
     proxy: Option<RunningProxy>,
+    /// A site proxy of beijing between the node's proxy and the API server
+    /// (the kubelet's own requests still go to the API server).
+    pub(crate) site: Option<RunningProxy>,
 }
 
 impl World {
@@ -215,8 +241,18 @@ impl World {
         World::playing(test, sitegrid_fakeapi::KubernetesVersion::V1_20).await
     }
 
+    /// A world whose node proxy reads the cached kinds from a site proxy
+    /// of beijing, and its kubelet reads the API server directly.
+    pub(crate) async fn behind_a_site_proxy(test: &str) -> World {
+        World::with(test, sitegrid_fakeapi::KubernetesVersion::V1_20, true).await
+    }
+
     /// A world whose API server plays `version`.
     pub(crate) async fn playing(test: &str, version: sitegrid_fakeapi::KubernetesVersion) -> World {
+        World::with(test, version, false).await
+    }
+
+    async fn with(test: &str, version: sitegrid_fakeapi::KubernetesVersion, site: bool) -> World {
         let pki = Pki::new(test);
         let api = cluster(version);
         let upstream = api
@@ -232,12 +268,22 @@ impl World {
             upstream_addr,
             data_dir,
             proxy: None,
+            site: None,
         };
+        if site {
+            w.start_site_proxy().await;
+        }
         w.start_proxy().await;
+        if site {
+            // Two syncs in a row (the site proxy's, then the node proxy's from it).
+            w.wait_until(|r| !r.contains("waiting for the first sync"))
+                .await;
+        }
         w
     }
 
-    async fn start_proxy(&mut self) {
+    /// The API server, as the proxy's ServiceAccount.
+    fn api_config(&self) -> kube::Config {
         let mut config =
             kube::Config::new(format!("https://{}", self.upstream_addr).parse().unwrap());
         config.root_cert = Some(vec![rustls_pki_types::CertificateDer::from_pem_slice(
@@ -249,6 +295,50 @@ impl World {
         let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
         config.auth_info.client_certificate_data = Some(b64(self.pki.read("proxy.crt")));
         config.auth_info.client_key_data = Some(b64(self.pki.read("proxy.key")).into());
+        config
+    }
+
+    /// Starts beijing's site proxy: it takes client certificates of
+    /// sitegrid's CA and of the cluster's (the kubelets' own, which carry
+    /// their nodes' offline reports).
+    pub(crate) async fn start_site_proxy(&mut self) {
+        let bundle = self.pki.path("site-client-ca.crt");
+        std::fs::write(
+            &bundle,
+            format!("{}{}", self.pki.sitegrid_ca, self.pki.cluster_ca),
+        )
+        .unwrap();
+        let mut opts = ProxyOptions::new("site-beijing", "127.0.0.1:0".parse().unwrap());
+        opts.site = Some(
+            sitegrid_apimachinery::selector::LabelSelector::parse("location=beijing").unwrap(),
+        );
+        opts.grace = Duration::from_millis(200);
+        opts.anonymous_passthrough = sitegrid_proxy::passthrough::AnonymousPassthrough::All;
+        opts.tls = Some(TlsFiles {
+            cert: self.pki.path("serving.crt"),
+            key: self.pki.path("serving.key"),
+            client_ca: Some(bundle),
+        });
+        self.site = Some(start(self.api_config(), opts).await.unwrap());
+    }
+
+    /// A client of the site proxy as `identity`.
+    pub(crate) fn on_site_proxy(&self, identity: Option<&str>) -> kube::Client {
+        let site = self.site.as_ref().expect("a site proxy");
+        self.pki.client(
+            &format!("https://{}", site.local_addr),
+            &self.pki.sitegrid_ca,
+            identity,
+        )
+    }
+
+    pub(crate) async fn start_proxy(&mut self) {
+        // Behind a site proxy: the cached kinds from it, the kubelet's own
+        // requests to the API server (--kubelet-kubeconfig).
+        let (config, kubelet_upstream) = match &self.site {
+            Some(site) => (self.pki.site_config(site), Some(self.api_config())),
+            None => (self.api_config(), None),
+        };
         let mut opts = ProxyOptions::new(NODE, "127.0.0.1:0".parse().unwrap());
         opts.grace = Duration::from_millis(200);
         opts.tls = Some(TlsFiles {
@@ -265,6 +355,7 @@ impl World {
             certificate: self.pki.path("kubelet-bj-1.pem"),
             key: self.pki.path("kubelet-bj-1.pem"),
             seal_key: None,
+            upstream: kubelet_upstream,
         });
         self.proxy = Some(start(config, opts).await.unwrap());
     }
@@ -302,7 +393,7 @@ impl World {
     }
 
     /// The API server comes back on the same address.
-    async fn come_back(&mut self) {
+    pub(crate) async fn come_back(&mut self) {
         self.upstream = Some(
             self.api
                 .serve_tls(self.upstream_addr, &self.pki.api_tls())
@@ -312,7 +403,7 @@ impl World {
     }
 
     /// Polls the proxy's /readyz until `f` holds.
-    async fn wait_until(&self, f: impl Fn(&str) -> bool) {
+    pub(crate) async fn wait_until(&self, f: impl Fn(&str) -> bool) {
         let ops = self.pki.client(
             &format!("https://{}", self.proxy().local_addr),
             &self.pki.sitegrid_ca,
@@ -433,7 +524,7 @@ impl Watch {
     }
 }
 
-async fn get(client: &kube::Client, path: &str) -> (StatusCode, Value) {
+pub(crate) async fn get(client: &kube::Client, path: &str) -> (StatusCode, Value) {
     let (status, body) = send(client, Method::GET, path, None).await;
     (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
@@ -466,7 +557,7 @@ const OWN_NODE: &str =
 const OWN_NODE_WATCH: &str = "/api/v1/nodes?allowWatchBookmarks=true&fieldSelector=metadata.name%3Dbj-1&resourceVersion=0&timeoutSeconds=300&watch=true";
 
 /// What a kubelet reads to start bj-1's pod, online; returns the answers.
-async fn kubelet_starts(w: &World) -> Vec<(String, Value)> {
+pub(crate) async fn kubelet_starts(w: &World) -> Vec<(String, Value)> {
     let kubelet = w.kubelet();
     assert_eq!(
         send(&kubelet, Method::GET, OWN_NODE, None).await.0,
@@ -873,13 +964,14 @@ async fn a_secret_no_pod_uses_any_more_is_let_go() {
 /// addresses after an offline reboot, readiness) move the endpoints every
 /// client of the cache is served; they survive a restart of the proxy; the
 /// API server's view wins again once it answers.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn offline_the_kubelets_pod_status_moves_the_served_endpoints_until_the_api_server_is_back() {
-    const SLICES: &str = "/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices";
-    const ENDPOINTS: &str = "/api/v1/namespaces/shop/endpoints/web";
-    const STATUS: &str = "/api/v1/namespaces/shop/pods/web/status";
-    let mut w = World::new("local-truth").await;
-    // A Service of bj-1's pod web and of a pod of bj-2, in the same site.
+/// The path of shop's EndpointSlices.
+pub(crate) const SLICES: &str = "/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices";
+/// The path of web's status, which its kubelet writes.
+pub(crate) const STATUS: &str = "/api/v1/namespaces/shop/pods/web/status";
+
+/// A Service of bj-1's pod web (10.0.1.5) and of bj-2's pod web-b
+/// (10.0.1.6), in the same site: a slice and an Endpoints.
+pub(crate) fn web_service(w: &World) {
     let target = |name: &str, uid: &str| json!({"kind": "Pod", "namespace": "shop", "name": name, "uid": uid});
     for obj in [
         json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "shop"},
@@ -900,6 +992,54 @@ async fn offline_the_kubelets_pod_status_moves_the_served_endpoints_until_the_ap
     ] {
         w.api.apply(obj);
     }
+}
+
+/// (address, ready) of each endpoint of web's slice as `c` is served it,
+/// and the list's version.
+pub(crate) async fn slice_of(c: &kube::Client) -> (Vec<(String, bool)>, u64) {
+    let (status, list) = get(c, SLICES).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let eps = list["items"][0]["endpoints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            (
+                e["addresses"][0].as_str().unwrap_or_default().to_owned(),
+                e["conditions"]["ready"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect();
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .parse()
+        .unwrap_or(0);
+    (eps, rv)
+}
+
+/// Polls until `c` is served web's slice as `want`; the list's version.
+pub(crate) async fn until_slice(c: &kube::Client, want: &[(&str, bool)]) -> u64 {
+    let want: Vec<(String, bool)> = want.iter().map(|(a, r)| (a.to_string(), *r)).collect();
+    for _ in 0..200 {
+        let (eps, rv) = slice_of(c).await;
+        if eps == want {
+            return rv;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "the served slice never became {want:?}: {:?}",
+        slice_of(c).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offline_the_kubelets_pod_status_moves_the_served_endpoints_until_the_api_server_is_back() {
+    const ENDPOINTS: &str = "/api/v1/namespaces/shop/endpoints/web";
+    let mut w = World::new("local-truth").await;
+    web_service(&w);
     kubelet_starts(&w).await;
     let served = |w: &World| {
         w.pki.client(
@@ -908,43 +1048,6 @@ async fn offline_the_kubelets_pod_status_moves_the_served_endpoints_until_the_ap
             Some("fake-kubelet"),
         )
     };
-    // (address, ready) of each endpoint of web's slice, and the list's version.
-    async fn slice_of(c: &kube::Client) -> (Vec<(String, bool)>, u64) {
-        let (status, list) = get(c, SLICES).await;
-        assert_eq!(status, StatusCode::OK, "{list}");
-        let eps = list["items"][0]["endpoints"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .map(|e| {
-                (
-                    e["addresses"][0].as_str().unwrap_or_default().to_owned(),
-                    e["conditions"]["ready"].as_bool().unwrap_or(false),
-                )
-            })
-            .collect();
-        let rv = list["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap_or_default()
-            .parse()
-            .unwrap_or(0);
-        (eps, rv)
-    }
-    async fn until_slice(c: &kube::Client, want: &[(&str, bool)]) -> u64 {
-        let want: Vec<(String, bool)> = want.iter().map(|(a, r)| (a.to_string(), *r)).collect();
-        for _ in 0..200 {
-            let (eps, rv) = slice_of(c).await;
-            if eps == want {
-                return rv;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!(
-            "the served slice never became {want:?}: {:?}",
-            slice_of(c).await
-        );
-    }
     let before = until_slice(&served(&w), &[("10.0.1.5", true), ("10.0.1.6", true)]).await;
     w.go_offline().await;
 
