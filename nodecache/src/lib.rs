@@ -78,6 +78,9 @@ struct Inner {
     /// Taken before `state` when both are: a token's record and the
     /// tokens' file's write of it are never interleaved.
     journal: Mutex<journal::Journal>,
+    /// Held from a snapshot of the tokens to its write, taken before
+    /// `journal`: an older snapshot never replaces a newer file.
+    tokens_file: Mutex<()>,
     /// Woken when something changed that is not on disk yet.
     dirty: tokio::sync::Notify,
     counters: metrics::Counters,
@@ -238,6 +241,7 @@ impl NodeCache {
                 state: RwLock::new(state),
                 storage,
                 journal: Mutex::new(journal),
+                tokens_file: Mutex::new(()),
                 dirty: tokio::sync::Notify::new(),
                 counters: metrics::Counters::default(),
                 size: AtomicU64::new(size),
@@ -676,36 +680,64 @@ impl NodeCache {
         let Some(storage) = &self.inner.storage else {
             return Ok(());
         };
-        let mut journal = self.inner.journal.lock();
-        let Some(token) = self.inner.state.read().tokens.get(key).cloned() else {
-            return Ok(());
+        let appended = {
+            let mut journal = self.inner.journal.lock();
+            let Some(token) = self.inner.state.read().tokens.get(key).cloned() else {
+                return Ok(());
+            };
+            journal.append(storage, &self.inner.node, &token)
         };
         let mut out = Flushed::default();
-        let written = match journal.append(storage, &self.inner.node, &token) {
+        let written = match appended {
             Ok(Some(bytes)) => {
                 out.files += 1;
                 out.bytes += bytes;
                 Ok(())
             }
-            Ok(None) => self.write_tokens(storage, &mut journal, &mut out),
+            Ok(None) => self.write_tokens(storage, &mut out),
             Err(e) => {
                 warn!(error = %e, "token journal not written; writing the tokens' file");
                 out.errors += 1;
-                self.write_tokens(storage, &mut journal, &mut out)
+                self.write_tokens(storage, &mut out)
             }
         };
         self.noted(storage, &out);
         written
     }
 
+    /// Writes the tokens' file if a token changed, without holding up the
+    /// tokens written meanwhile (a whole write takes two syncs): then the
+    /// journal starts again at its front if nothing was added to it since.
+    fn write_tokens_behind(&self, storage: &Storage, out: &mut Flushed) -> Result<(), String> {
+        let _file = self.inner.tokens_file.lock();
+        let (tokens, seq) = {
+            let journal = self.inner.journal.lock();
+            let mut state = self.inner.state.write();
+            if !state.tokens.dirty {
+                return Ok(());
+            }
+            state.tokens.dirty = false;
+            (state.tokens.clone(), journal.seq)
+        };
+        self.note(
+            out,
+            persist::TOKENS_FILE,
+            storage.write_tokens(&self.inner.node, &tokens, seq),
+            |s| s.tokens.dirty = true,
+        )?;
+        let mut journal = self.inner.journal.lock();
+        if journal.seq == seq {
+            journal.restart();
+        }
+        Ok(())
+    }
+
     /// Writes the tokens' file if a token changed, holding the journal so
-    /// far; then the journal starts again.
-    fn write_tokens(
-        &self,
-        storage: &Storage,
-        journal: &mut journal::Journal,
-        out: &mut Flushed,
-    ) -> Result<(), String> {
+    /// far and holding up the journal meanwhile (a token that did not fit
+    /// in it); then the journal starts again.
+    fn write_tokens(&self, storage: &Storage, out: &mut Flushed) -> Result<(), String> {
+        let _file = self.inner.tokens_file.lock();
+        let mut journal = self.inner.journal.lock();
         let tokens = {
             let mut state = self.inner.state.write();
             if !state.tokens.dirty {
@@ -731,9 +763,7 @@ impl NodeCache {
             return Flushed::default();
         };
         let mut out = Flushed::default();
-        if self.inner.state.read().tokens.dirty {
-            let _ = self.write_tokens(storage, &mut self.inner.journal.lock(), &mut out);
-        }
+        let _ = self.write_tokens_behind(storage, &mut out);
         // Copy out under the lock, write without it.
         let (resources, local) = {
             let mut state = self.inner.state.write();

@@ -62,6 +62,10 @@ pub const LOCAL_FILE: &str = "local-pod-status";
 pub struct Storage {
     dir: PathBuf,
     key: Option<SealingKey>,
+    /// Held while a file is written: a file's temporary name is fixed, so
+    /// two writes of one file (the write-behind and a first answer's) must
+    /// not overlap.
+    writing: std::sync::Arc<parking_lot::Mutex<()>>,
 }
 
 /// A ChaCha20-Poly1305 key (32 bytes, from --node-cache-key-file).
@@ -135,6 +139,7 @@ impl Storage {
         Ok(Storage {
             dir: dir.to_owned(),
             key,
+            writing: Default::default(),
         })
     }
 
@@ -393,6 +398,7 @@ impl Storage {
 
     fn write(&self, name: &str, payload: Vec<u8>) -> Result<u64, String> {
         let whole = self.file(name, payload)?;
+        let _writing = self.writing.lock();
         let file = AtomicFile::open(&self.dir.join(name), 0o600).map_err(|e| e.to_string())?;
         file.write(&whole).map_err(|e| e.to_string())?;
         Ok(whole.len() as u64)
@@ -447,6 +453,7 @@ pub fn framed(payload: &[u8]) -> Vec<u8> {
     let unkeyed = Storage {
         dir: std::path::PathBuf::new(),
         key: None,
+        writing: Default::default(),
     };
     unkeyed.file("", payload.to_vec()).unwrap_or_default()
 }
