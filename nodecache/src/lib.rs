@@ -78,8 +78,8 @@ struct Inner {
     /// Taken before `state` when both are: a token's record and the
     /// tokens' file's write of it are never interleaved.
     journal: Mutex<journal::Journal>,
-    /// Held from a snapshot of the tokens to its write, taken before
-    /// `journal`: an older snapshot never replaces a newer file.
+    /// Held from a snapshot of the tokens to its write (never while
+    /// `journal` is held): an older snapshot never replaces a newer file.
     tokens_file: Mutex<()>,
     /// Woken when something changed that is not on disk yet.
     dirty: tokio::sync::Notify,
@@ -694,11 +694,11 @@ impl NodeCache {
                 out.bytes += bytes;
                 Ok(())
             }
-            Ok(None) => self.write_tokens(storage, &mut out),
+            Ok(None) => self.write_tokens_behind(storage, &mut out),
             Err(e) => {
                 warn!(error = %e, "token journal not written; writing the tokens' file");
                 out.errors += 1;
-                self.write_tokens(storage, &mut out)
+                self.write_tokens_behind(storage, &mut out)
             }
         };
         self.noted(storage, &out);
@@ -729,30 +729,6 @@ impl NodeCache {
         if journal.seq == seq {
             journal.restart();
         }
-        Ok(())
-    }
-
-    /// Writes the tokens' file if a token changed, holding the journal so
-    /// far and holding up the journal meanwhile (a token that did not fit
-    /// in it); then the journal starts again.
-    fn write_tokens(&self, storage: &Storage, out: &mut Flushed) -> Result<(), String> {
-        let _file = self.inner.tokens_file.lock();
-        let mut journal = self.inner.journal.lock();
-        let tokens = {
-            let mut state = self.inner.state.write();
-            if !state.tokens.dirty {
-                return Ok(());
-            }
-            state.tokens.dirty = false;
-            state.tokens.clone()
-        };
-        self.note(
-            out,
-            persist::TOKENS_FILE,
-            storage.write_tokens(&self.inner.node, &tokens, journal.seq),
-            |s| s.tokens.dirty = true,
-        )?;
-        journal.restart();
         Ok(())
     }
 

@@ -105,6 +105,11 @@ impl SiteReports {
         (reports, rx)
     }
 
+    /// The site proxy's own reachability of the API server.
+    pub fn health(&self) -> &Health {
+        &self.inner.health
+    }
+
     /// Lets every report go each time the API server is reachable again.
     pub async fn let_go_when_online(self) {
         loop {

@@ -274,9 +274,9 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
                 ProbeTimes::default(),
                 shutdown.clone(),
             ));
-            let (reports, rx) = SiteReports::new(health.clone());
+            let (reports, rx) = SiteReports::new(health);
             tasks.spawn(reports.clone().let_go_when_online());
-            site_reports = Some((reports, health));
+            site_reports = Some(reports);
             Some(rx)
         }
         (None, Locality::Node(_)) => None,
@@ -309,16 +309,16 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
         nc.cache.register_metrics(&mut registry);
         nc.health.register_metrics(&mut registry);
     }
-    if let Some((_, health)) = &site_reports {
-        health.register_metrics(&mut registry);
+    if let Some(reports) = &site_reports {
+        reports.health().register_metrics(&mut registry);
     }
     let health = match (&node_cache, &site_reports) {
         (Some(nc), _) => Some((
             nc.health.clone(),
             "the kubelet is answered from the node cache",
         )),
-        (None, Some((_, health))) => Some((
-            health.clone(),
+        (None, Some(reports)) => Some((
+            reports.health().clone(),
             "the site's nodes' offline reports of their pods are served",
         )),
         (None, None) => None,
@@ -359,7 +359,7 @@ pub async fn start(config: kube::Config, opts: ProxyOptions) -> Result<RunningPr
                 shutdown.clone(),
             )
         }),
-        reports: site_reports.map(|(reports, _)| reports),
+        reports: site_reports,
     });
     // Each connection holds a handle on the stack, each request its own copy
     // while it is dispatched (an open watch: only the handle).
