@@ -53,7 +53,7 @@ use std::{
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use sitegrid_apimachinery::watch::EventType;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 pub use answer::Answer;
 pub use local::LocalPod;
@@ -608,6 +608,17 @@ impl NodeCache {
         pods.objects.insert(key, item);
         pods.dirty = true;
         let summary = local::summary(&pod);
+        // What the site is served changes with this: an operator offline reads
+        // from here which address and readiness the site's traffic follows.
+        if state.local.pods.get(&summary.uid) != Some(&summary) {
+            info!(
+                pod = %format_args!("{namespace}/{name}"),
+                ips = %summary.ips.join(","),
+                ready = summary.ready,
+                running = summary.running,
+                "a pod's status taken from the kubelet offline"
+            );
+        }
         state.local.pods.insert(summary.uid.clone(), summary);
         state.local.dirty = true;
         let all: Vec<LocalPod> = state.local.pods.values().cloned().collect();
