@@ -5,7 +5,8 @@
 # service-account token mounted — and its site keeps answering the ServiceGrid's ClusterIP.
 #
 #   - a plain control plane, sitegrid installed as README "Deploy on a cluster" says, two
-#     sites: beijing (bj-1) and shanghai (sh-1, a site of one node);
+#     sites: beijing (bj-1, bj-2: a site of two nodes, its grid's pods on bj-1) and shanghai
+#     (sh-1, a site of one node);
 #   - the baseline: sh-1 rebooted *online* with its kubelet reading the API server itself;
 #   - sh-1 switched to the node cache as README "Node cache" says; the proxy killed under it
 #     (the kubelet restarts it, no pod is touched);
@@ -14,6 +15,11 @@
 #     ClusterIP is answered in the site by its pods at their new addresses (issue 44: the
 #     kubelet's word, served by the proxy); kept offline five minutes, meanwhile a pod of it
 #     force-deleted and its Secret changed in the cloud;
+#   - meanwhile beijing, behind a site proxy at the site (docs/placements.md, placement 2: a
+#     site proxy on bj-2, both nodes' proxies with the node cache reading it): the site cut
+#     from the cloud, bj-1 rebooted offline; the ClusterIP answered on both of its nodes by
+#     bj-1's restarted pods at their new addresses (bj-2's kube-proxy too: bj-1's proxy passes
+#     the kubelet's word to the site proxy, issue 44), kube-proxy's old rules gone;
 #   - back online: the deleted pod stops, its replacement runs (no pod twice), the Secret's
 #     new value reaches the pod.
 #   - the proxy as a host service instead (systemd's unit, emulated by nodes.sh): sh-1 rebooted
@@ -30,10 +36,11 @@ OFFLINE_FOR=${SITEGRID_E2E_OFFLINE_SECONDS:-300}
 # --- a plain cluster, two sites --------------------------------------------------------
 real_plane
 node_add bj-1 192.0.2.11 10.0.11.0/24
+node_add bj-2 192.0.2.12 10.0.12.0/24
 node_add sh-1 192.0.2.31 10.0.31.0/24
 node_routes
-for n in bj-1 sh-1; do retry 60 exists node "$n" || fail "node $n never registered (kubelet-$n.log)"; done
-kubectl wait --for=condition=Ready --timeout=60s node/bj-1 node/sh-1 >/dev/null || fail "nodes not Ready"
+for n in bj-1 bj-2 sh-1; do retry 60 exists node "$n" || fail "node $n never registered (kubelet-$n.log)"; done
+kubectl wait --for=condition=Ready --timeout=60s node/bj-1 node/bj-2 node/sh-1 >/dev/null || fail "nodes not Ready"
 real_kube_proxy
 kubectl label node bj-1 rack=bj >/dev/null && kubectl label node sh-1 rack=sh >/dev/null || fail "rack labels"
 real_sitegrid beijing=bj shanghai=sh
@@ -101,6 +108,11 @@ for site in beijing shanghai; do
 done
 kubectl wait --for=condition=Available --timeout=90s deployment/edge-app >/dev/null || fail "edge-app not available"
 GRID_IP=$(kubectl get svc servicegrid-demo-svc -o jsonpath='{.spec.clusterIP}')
+# bj-2 joins beijing now: the site's grid pods stay on bj-1, so what bj-2's kube-proxy sends
+# to bj-1 after bj-1's offline reboot reaches them only at the addresses bj-1's kubelet gave.
+kubectl label node bj-2 rack=bj >/dev/null || fail "rack label of bj-2"
+retry 60 bash -c '[[ $(kubectl get node bj-2 -o jsonpath="{.metadata.labels.location}") == beijing ]]' ||
+    fail "bj-2 never joined beijing (NodeUnit beijing)"
 
 # running NODE: "namespace/name:containers" of the pods whose containers NODE's container
 # runtime runs, sorted: the kubelet's /runningpods/ (from the runtime, not from the API's pod
@@ -118,27 +130,57 @@ all_back() { [[ $(running "$1") == "$2" ]]; }
 since_kubelet() { python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$(cat "$NODES_DIR/$1/kubelet-started")"; }
 # ask_from NODE: the pod that answers servicegrid-demo-svc's ClusterIP from NODE's own network.
 ask_from() { ip netns exec "sg-$1" curl -s --max-time 2 "http://$GRID_IP/" | sed -n 's/^pod name: //p'; }
-# start_asker LOG: a client in the site (sh-1's own network) asks the ServiceGrid's ClusterIP
-# every 200 ms, writing "<time> <the pod that answered, or ->" lines to LOG; prints its PID.
+# in_site NODE SITE: a pod of SITE's grid answers the ClusterIP from NODE.
+in_site() { [[ $(ask_from "$1") == "deploymentgrid-demo-$2-"* ]]; }
+# no_old OLD NEW: none of the addresses OLD (kube-proxy's DNAT targets before) is in NEW.
+no_old() { local a; for a in $1; do [[ " $2 " != *" $a "* ]] || return 1; done; }
+# start_asker NODE LOG: a client in NODE's site (NODE's own network) asks the ServiceGrid's
+# ClusterIP every 200 ms, writing "<time> <the pod that answered, or ->" lines to LOG; prints
+# its PID.
 start_asker() {
     (while :; do
         t=$(date +%s.%N)
-        a=$(ip netns exec sg-sh-1 curl -s --max-time 1 "http://$GRID_IP/" 2>/dev/null | sed -n 's/^pod name: //p')
+        a=$(ip netns exec "sg-$1" curl -s --max-time 1 "http://$GRID_IP/" 2>/dev/null | sed -n 's/^pod name: //p')
         echo "$t ${a:--}"
         sleep 0.2
-    done) >"$1" 2>/dev/null &
+    done) >"$2" 2>/dev/null &
     track $!
     echo $!
 }
-# stale_after PID LOG RUNNING_AT: stops the asker PID and reads its LOG: "<s from RUNNING_AT to
-# the first answer by shanghai's pods> <requests> <failed after that> <answers from another site>".
+# ready_at SITE SINCE LOG...: when (epoch seconds) the first of SITE's grid pods was Ready after
+# SINCE, by its kubelet's word: the line a node cache logs when it takes a pod's status from
+# the kubelet offline, in the proxy's LOGs (its own, or the container's CRI log).
+ready_at() {
+    local site=$1 since=$2
+    shift 2
+    cat "$@" 2>/dev/null | python3 -c '
+import datetime, re, sys
+site, since = sys.argv[1], float(sys.argv[2])
+stamp = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z")
+when = []
+for line in sys.stdin:
+    if "status taken from the kubelet offline" not in line or "ready=true" not in line:
+        continue
+    if f"pod=default/deploymentgrid-demo-{site}-" not in line:
+        continue
+    m = stamp.search(line)
+    t = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc).timestamp()
+    t += float(m.group(2) or 0)
+    if t >= since:
+        when.append(t)
+print(f"{min(when):.3f}" if when else "")' "$site" "$since"
+}
+# static_proxy_logs NODE: the CRI logs of NODE's static sitegrid-proxy pods.
+static_proxy_logs() { compgen -G "$NODES_DIR/$1/log-pods/kube-system_sitegrid-proxy-$1_*/proxy/*.log"; }
+# stale_after PID LOG SITE READY_AT: stops the asker PID and reads its LOG: "<s from READY_AT to
+# the first answer by SITE's pods> <requests> <failed after that> <answers from another site>".
 stale_after() {
     kill "$1" 2>/dev/null
-    python3 - "$2" "$3" <<'PY'
+    python3 - "$2" "$3" "$4" <<'PY'
 import sys
 lines = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 2]
-ready = float(sys.argv[2])
-ok = lambda a: a.startswith("deploymentgrid-demo-shanghai-")
+site, ready = sys.argv[2], float(sys.argv[3])
+ok = lambda a: a.startswith(f"deploymentgrid-demo-{site}-")
 first = next((float(t) for t, a in lines if ok(a)), None)
 after = [(t, a) for t, a in lines if first is not None and float(t) >= first]
 failed = sum(1 for t, a in after if a == "-")
@@ -151,7 +193,9 @@ PY
 node_cache_metric() { in_node sh-1 curl -sf http://127.0.0.1:51007/metrics | awk -v m="sitegrid_proxy_$1" '$1 == m {v = $2} END {print v + 0}'; }
 
 # The runtime's view lags the API's by a PLEG period: wait until it has the app's pods.
-apps_running() { local r; r=$(running sh-1); [[ $r == *default/edge-app-* && $(grep -o 'deploymentgrid-demo-shanghai-' <<<"$r" | wc -l) == 2 ]]; }
+# (A pod whose sandbox the runtime lists before its containers shows as "ns/name:": wait for them.)
+settled() { [[ ! $1 =~ :( |$) ]]; }
+apps_running() { local r; r=$(running sh-1); settled "$r" && [[ $r == *default/edge-app-* && $(grep -o 'deploymentgrid-demo-shanghai-' <<<"$r" | wc -l) == 2 ]]; }
 retry 60 apps_running || fail "sh-1's runtime does not run the app's pods: $(running sh-1)"
 SH_PODS=$(running sh-1)
 n_pods=$(wc -w <<<"$SH_PODS")
@@ -166,36 +210,66 @@ online_reboot=$(since_kubelet sh-1)
 log "sh-1 rebooted online without the node cache: every pod Running ${online_reboot} s after the kubelet started"
 
 # --- README "Node cache": sh-1's kubelet reads through its proxy -------------------------
-kubectl label node sh-1 sitegrid.io/node-cache=true >/dev/null || fail "label sh-1 for the node cache"
-ds_proxy_on_sh1() { kubectl -n kube-system get pods -l app=sitegrid-proxy --field-selector spec.nodeName=sh-1 -o name; }
-expect_within 120 "sitegrid-proxy's DaemonSet pod on sh-1 once it is labelled" "" ds_proxy_on_sh1
-SH=$NODES_DIR/sh-1
-mkdir -p "$SH/etc-sitegrid/tls" "$SH/etc-kubernetes/pki" "$SH/kubelet/pki"
-install -m 0440 "$CERTS/server.crt" "$SH/etc-sitegrid/tls/tls.crt"
-install -m 0440 "$CERTS/server.key" "$SH/etc-sitegrid/tls/tls.key"
-install -m 0440 "$CERTS/ca.crt" "$SH/etc-sitegrid/tls/ca.crt"
-# The cluster's CA, and the kubelet's certificate and key where a rotating kubelet keeps them.
-install -m 0444 "$SITEGRID_E2E_RUN/pki/ca.crt" "$SH/etc-kubernetes/pki/ca.crt"
-(umask 0177; cat "$SITEGRID_E2E_RUN/pki/node-sh-1.crt" "$SITEGRID_E2E_RUN/pki/node-sh-1.key" >"$SH/kubelet/pki/kubelet-client-current.pem")
-secret=$(kubectl -n kube-system get sa sitegrid-proxy -o jsonpath='{.secrets[0].name}')
-(umask 0177
-    cat >"$SH/etc-sitegrid/upstream.kubeconfig" <<KC
+# A kubeconfig of ServiceAccount kube-system/sitegrid-proxy (its token), as README "Node
+# cache" says for /etc/sitegrid/upstream.kubeconfig.
+sa_secret=$(kubectl -n kube-system get sa sitegrid-proxy -o jsonpath='{.secrets[0].name}')
+SA_TOKEN=$(kubectl -n kube-system get secret "$sa_secret" -o jsonpath='{.data.token}' | base64 -d)
+CLUSTER_CA=$(kubectl -n kube-system get secret "$sa_secret" -o jsonpath='{.data.ca\.crt}')
+# token_kubeconfig SERVER CA [CLIENT_CERT CLIENT_KEY]: reaches SERVER trusting CA (base64) with
+# the ServiceAccount's token (and a client certificate, which a site proxy's TLS asks for).
+token_kubeconfig() {
+    local client=
+    [[ -z ${3:-} ]] || client="client-certificate-data: \"$(base64 -w0 "$3")\", client-key-data: \"$(base64 -w0 "$4")\", "
+    cat <<KC
 apiVersion: v1
 kind: Config
-clusters: [{name: default, cluster: {server: "https://192.0.2.1:6443", certificate-authority-data: "$(kubectl -n kube-system get secret "$secret" -o jsonpath='{.data.ca\.crt}')"}}]
-users: [{name: sitegrid-proxy, user: {token: "$(kubectl -n kube-system get secret "$secret" -o jsonpath='{.data.token}' | base64 -d)"}}]
+clusters: [{name: default, cluster: {server: "$1", certificate-authority-data: "$2"}}]
+users: [{name: sitegrid-proxy, user: {${client}token: "$SA_TOKEN"}}]
 contexts: [{name: default, context: {cluster: default, user: sitegrid-proxy}}]
 current-context: default
 KC
-)
-# As README "Node cache" says, with the node cache's own lines in the log (kept with the suite's logs).
-sed 's|    - --data-dir=/var/lib/sitegrid-proxy|&\n    - --log-level=info,sitegrid_nodecache=debug|' \
-    "$SITEGRID_E2E_ROOT/deploy/static/sitegrid-proxy-node-cache.yaml" >"$SH/etc-kubernetes/manifests/sitegrid-proxy-node-cache.yaml" ||
-    fail "the static pod"
-proxy_serving() { in_node sh-1 curl -sf http://127.0.0.1:51007/healthz >/dev/null; }
-retry 90 proxy_serving || fail "the node cache's proxy never served on sh-1 (its container's log in sh-1's /var/log/pods)"
-cp "$SITEGRID_E2E_ROOT/deploy/static/kubelet.kubeconfig" "$SH/kubelet.kubeconfig"
-node_kubelet_restart sh-1
+}
+ds_proxy_on() { kubectl -n kube-system get pods -l app=sitegrid-proxy --field-selector "spec.nodeName=$1" -o name; }
+proxy_serving() { in_node "$1" curl -sf http://127.0.0.1:51007/healthz >/dev/null; }
+# node_cache NODE [SITE_PROXY]: README "Node cache" on NODE: the label (the DaemonSet's pod
+# leaves), the static pod's files and manifest, the kubelet restarted reading through it. With
+# SITE_PROXY (an address), README's "site proxy at the site": the proxy's upstream is the site
+# proxy (with NODE's client certificate of $SITE_PKI) and --kubelet-kubeconfig the API server.
+node_cache() {
+    local node=$1 site=${2:-} dir=$NODES_DIR/$1 upstream=upstream.kubeconfig
+    kubectl label --overwrite node "$node" sitegrid.io/node-cache=true >/dev/null || fail "label $node for the node cache"
+    expect_within 120 "sitegrid-proxy's DaemonSet pod on $node once it is labelled" "" ds_proxy_on "$node"
+    mkdir -p "$dir/etc-sitegrid/tls" "$dir/etc-kubernetes/pki" "$dir/kubelet/pki"
+    install -m 0440 "$CERTS/server.crt" "$dir/etc-sitegrid/tls/tls.crt"
+    install -m 0440 "$CERTS/server.key" "$dir/etc-sitegrid/tls/tls.key"
+    install -m 0440 "$CERTS/ca.crt" "$dir/etc-sitegrid/tls/ca.crt"
+    # The cluster's CA, and the kubelet's certificate and key where a rotating kubelet keeps them.
+    install -m 0444 "$SITEGRID_E2E_RUN/pki/ca.crt" "$dir/etc-kubernetes/pki/ca.crt"
+    (umask 0177; cat "$SITEGRID_E2E_RUN/pki/node-$node.crt" "$SITEGRID_E2E_RUN/pki/node-$node.key" >"$dir/kubelet/pki/kubelet-client-current.pem")
+    [[ -z $site ]] || upstream=kubelet-upstream.kubeconfig
+    (umask 0177
+        token_kubeconfig https://192.0.2.1:6443 "$CLUSTER_CA" >"$dir/etc-sitegrid/$upstream"
+        [[ -z $site ]] || token_kubeconfig "https://$site:51006" "$(base64 -w0 "$SITE_PKI/ca.crt")" \
+            "$SITE_PKI/$node.crt" "$SITE_PKI/$node.key" >"$dir/etc-sitegrid/upstream.kubeconfig")
+    # As README "Node cache" says, with the node cache's own lines in the log (kept with the
+    # suite's logs); behind a site proxy with the flag and the file the manifest's comment adds.
+    local manifest=$dir/etc-kubernetes/manifests/sitegrid-proxy-node-cache.yaml
+    sed 's|    - --data-dir=/var/lib/sitegrid-proxy|&\n    - --log-level=info,sitegrid_nodecache=debug|' \
+        "$SITEGRID_E2E_ROOT/deploy/static/sitegrid-proxy-node-cache.yaml" >"$manifest.tmp" || fail "the static pod"
+    if [[ -n $site ]]; then
+        sed -i -e 's|^    - --kubeconfig=/etc/sitegrid/upstream.kubeconfig$|&\n    - --kubelet-kubeconfig=/etc/sitegrid/kubelet-upstream.kubeconfig|' \
+            -e 's|^    - {name: upstream, mountPath: /etc/sitegrid/upstream.kubeconfig, readOnly: true}$|&\n    - {name: kubelet-upstream, mountPath: /etc/sitegrid/kubelet-upstream.kubeconfig, readOnly: true}|' \
+            -e 's|^  - {name: upstream, hostPath: {path: /etc/sitegrid/upstream.kubeconfig, type: File}}$|&\n  - {name: kubelet-upstream, hostPath: {path: /etc/sitegrid/kubelet-upstream.kubeconfig, type: File}}|' \
+            "$manifest.tmp"
+        [[ $(grep -v "^#" "$manifest.tmp" | grep -c kubelet-upstream) == 3 ]] || fail "the static pod behind a site proxy: the manifest changed shape"
+    fi
+    mv "$manifest.tmp" "$manifest"
+    retry 90 proxy_serving "$node" || fail "the node cache's proxy never served on $node (its container's log in $node's /var/log/pods)"
+    cp "$SITEGRID_E2E_ROOT/deploy/static/kubelet.kubeconfig" "$dir/kubelet.kubeconfig"
+    node_kubelet_restart "$node"
+}
+node_cache sh-1
+SH=$NODES_DIR/sh-1
 # The same pods, sitegrid-proxy's static one instead of the DaemonSet's.
 SH_PODS=$(tr ' ' '\n' <<<"$SH_PODS" | grep -v '^kube-system/sitegrid-proxy-' | { cat; echo kube-system/sitegrid-proxy-sh-1:proxy; } | sort | paste -sd' ')
 # Through the proxy: every pod there, and kept (the Secret, the ConfigMap, the token).
@@ -215,7 +289,7 @@ killed_at=$SECONDS
 kill -KILL "$pid"
 proxy_replaced() { local p; p=$(proxy_pid); [[ -n $p && $p != "$1" ]]; }
 retry 120 proxy_replaced "$pid" || fail "the kubelet did not restart the proxy"
-retry 60 proxy_serving || fail "the restarted proxy does not serve"
+retry 60 proxy_serving sh-1 || fail "the restarted proxy does not serve"
 proxy_back=$((SECONDS - killed_at))
 # Every container that ran still runs but the proxy's own (replaced).
 gone=$(comm -23 <(echo "$tasks_before") <(node_ctr sh-1 tasks ls -q | sort) | grep -c .)
@@ -223,13 +297,48 @@ expect "containers gone when the proxy was killed (the proxy's)" "$gone" 1
 retry 60 all_back sh-1 "$SH_PODS" || fail "after the proxy crash: pods running '$(running sh-1)'"
 echo "figures: node cache, proxy killed on sh-1: back in ${proxy_back} s (restarted by the kubelet from its manifest), $n_pods of $n_pods pods running throughout"
 
+# --- beijing: a site proxy at the site (docs/placements.md, placement 2) -----------------
+# On bj-2, as a host process (proxy/README.md, "Thousands of nodes: site proxies": a fixed node
+# of the site, an address that does not depend on kube-proxy), serving the site's union; both
+# nodes' proxies with the node cache read it (README "Node cache", with a site proxy).
+SITE_PKI=$WORK/beijing-pki
+mkdir -p "$SITE_PKI" && cp "$CERTS/ca.crt" "$CERTS/ca.key" "$SITE_PKI/"
+"$SITEGRID_CERTS_BIN" --out "$SITE_PKI" server --ip 192.0.2.12 >/dev/null || fail "the site proxy's serving certificate"
+for n in bj-1 bj-2; do
+    "$SITEGRID_CERTS_BIN" --out "$SITE_PKI" client "$n" --user "sitegrid:node-proxy:$n" --group sitegrid:site:beijing >/dev/null ||
+        fail "$n's certificate for the site proxy"
+done
+BJ2=$NODES_DIR/bj-2
+mkdir -p "$BJ2/site-proxy/data" "$BJ2/host-bin"
+real_image_file sitegrid-proxy /usr/local/bin/sitegrid-proxy "$BJ2/host-bin/sitegrid-proxy"
+# Its clients: the node proxies (the site's certificates) and, with their offline reports, the
+# site's kubelets (the cluster's CA).
+cat "$SITE_PKI/ca.crt" "$SITEGRID_E2E_RUN/pki/ca.crt" >"$BJ2/site-proxy/clients-ca.crt"
+(umask 0177; token_kubeconfig https://192.0.2.1:6443 "$CLUSTER_CA" >"$BJ2/site-proxy/upstream.kubeconfig")
+node_spawn bj-2 beijing-site-proxy "$BJ2/host-bin/sitegrid-proxy" --site-selector location=beijing \
+    --kubeconfig "$BJ2/site-proxy/upstream.kubeconfig" --bind-address 192.0.2.12:51006 \
+    --cert-file "$SITE_PKI/server.crt" --key-file "$SITE_PKI/server.key" --ca-file "$BJ2/site-proxy/clients-ca.crt" \
+    --metrics-bind-address 192.0.2.12:51007 --data-dir "$BJ2/site-proxy/data"
+site_proxy_ready() { in_node bj-2 curl -sf http://192.0.2.12:51007/readyz >/dev/null; }
+retry 60 site_proxy_ready || fail "beijing's site proxy never ready (beijing-site-proxy-bj-2.log)"
+# Both labelled at once: their DaemonSet pods leave together.
+kubectl label node bj-1 bj-2 sitegrid.io/node-cache=true >/dev/null || fail "label beijing's nodes for the node cache"
+for n in bj-1 bj-2; do node_cache "$n" 192.0.2.12; done
+# static_proxy NODE: NODE runs its static sitegrid-proxy pod and no other.
+static_proxy() { local r; r=$(running "$1"); settled "$r" && [[ $r == *"kube-system/sitegrid-proxy-$1:proxy"* && $(grep -o 'kube-system/sitegrid-proxy-' <<<"$r" | wc -l) == 1 ]]; }
+retry 120 static_proxy bj-1 || fail "bj-1 through the node cache: pods running '$(running bj-1)'"
+retry 120 in_site bj-2 beijing || fail "bj-2 behind the site proxy: the ClusterIP answered '$(ask_from bj-2)', not by a pod of beijing"
+BJ_PODS=$(running bj-1)
+
 # --- sh-1 rebooted offline with the node cache -------------------------------------------
+sh_rules=$(dnat_targets sg-sh-1 servicegrid-demo-svc)
+[[ -n $sh_rules ]] || fail "sh-1's kube-proxy has no DNAT rule for servicegrid-demo-svc"
 node_power_off sh-1
 node_cut sh-1
-asker=$(start_asker "$SITEGRID_E2E_LOGS/asks-sh-1.log")
+off_at=$(date +%s.%N)
+asker=$(start_asker sh-1 "$SITEGRID_E2E_LOGS/asks-sh-1.log")
 node_boot sh-1
 retry 180 all_back sh-1 "$SH_PODS" || fail "sh-1 rebooted offline: pods running '$(running sh-1)', want '$SH_PODS'"
-running_at=$(date +%s.%N)
 offline_reboot=$(since_kubelet sh-1)
 booted=$SECONDS
 # What the kubelet logs from here on: before every pod was back it retried what failed
@@ -241,14 +350,19 @@ echo "figures: offline reboot with the node cache: $n_pods of $n_pods pods Runni
 # The ServiceGrid's ClusterIP in the site: its pods came back at new addresses, which
 # only the kubelet knows offline; the proxy serves them (docs/edge-autonomy.md, "New
 # addresses after an offline reboot").
-in_site() { [[ $(ask_from sh-1) == deploymentgrid-demo-shanghai-* ]]; }
-retry 60 in_site || fail "sh-1 offline: the ClusterIP answered '$(ask_from sh-1)', not by a pod of shanghai"
+retry 60 in_site sh-1 shanghai || fail "sh-1 offline: the ClusterIP answered '$(ask_from sh-1)', not by a pod of shanghai"
 answered=$(since_kubelet sh-1)
 echo "figures: offline reboot with the node cache: the ClusterIP answered in the site ${answered} s after the kubelet started, by the restarted pods at their new addresses"
 sleep 20
-read -r late sent failed other <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1.log" "$running_at")"
-echo "figures: offline reboot, stale endpoints: the ClusterIP answered by the restarted pods ${late} s after they were all Running; $sent requests sent, $failed failed after that, $other from another site"
+ready=$(ready_at shanghai "$off_at" $(static_proxy_logs sh-1))
+[[ -n $ready ]] || fail "sh-1's proxy took no Ready status of shanghai's pods from the kubelet offline"
+read -r late sent failed other <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1.log" shanghai "$ready")"
+echo "figures: offline reboot, stale endpoints: the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that, $other from another site"
 expect "answers from another site" "$other" 0
+expect "requests failed once the restarted pods answered" "$failed" 0
+sh_after=$(dnat_targets sg-sh-1 servicegrid-demo-svc)
+no_old "$sh_rules" "$sh_after" || fail "sh-1's kube-proxy still sends to an old address: before '$sh_rules', after '$sh_after'"
+echo "figures: offline reboot, stale endpoints: sh-1's kube-proxy DNAT rules for the ServiceGrid before: $sh_rules; after: $sh_after"
 readyz=$(in_node sh-1 curl -s http://127.0.0.1:51007/readyz)
 [[ $readyz == *"answered from the node cache"* ]] || fail "sh-1's proxy offline: /readyz '$readyz'"
 app_log=$SH/e2e/edge-app.log
@@ -260,6 +374,42 @@ retry 30 bash -c "tail -n 1 '$app_log' | grep -q '^$app_pod edge first token='" 
 kubectl delete pod "$app_pod" --force --grace-period=0 >/dev/null 2>&1 || fail "force-delete $app_pod"
 kubectl create secret generic edge-secret --from-literal=password=second --dry-run=client -o yaml | kubectl apply -f - >/dev/null ||
     fail "change the Secret"
+# --- meanwhile beijing: the site cut from the cloud, bj-1 rebooted offline ------------------
+# Each of its nodes asks the ClusterIP throughout; only bj-1's kubelet knows its pods' new
+# addresses, and bj-2's kube-proxy learns them from the site proxy, which bj-1's proxy told.
+bj_rules=$(dnat_targets sg-bj-2 servicegrid-demo-svc)
+[[ -n $bj_rules ]] || fail "bj-2's kube-proxy has no DNAT rule for servicegrid-demo-svc"
+node_cut bj-2
+node_power_off bj-1
+node_cut bj-1
+off_at=$(date +%s.%N)
+bj1_asker=$(start_asker bj-1 "$SITEGRID_E2E_LOGS/asks-bj-1.log")
+bj2_asker=$(start_asker bj-2 "$SITEGRID_E2E_LOGS/asks-bj-2.log")
+node_boot bj-1
+retry 180 all_back bj-1 "$BJ_PODS" || fail "bj-1 rebooted offline: pods running '$(running bj-1)', want '$BJ_PODS'"
+for n in bj-1 bj-2; do
+    retry 60 in_site "$n" beijing || fail "$n, bj-1 rebooted offline: the ClusterIP answered '$(ask_from "$n")', not by a pod of beijing"
+done
+sleep 20
+ready=$(ready_at beijing "$off_at" $(static_proxy_logs bj-1))
+[[ -n $ready ]] || fail "bj-1's proxy took no Ready status of beijing's pods from the kubelet offline"
+for n in bj-1 bj-2; do
+    asker=$bj1_asker
+    [[ $n == bj-1 ]] || asker=$bj2_asker
+    read -r late sent failed other <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-$n.log" beijing "$ready")"
+    echo "figures: offline reboot of bj-1 behind beijing's site proxy, stale endpoints on $n: the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that, $other from another site"
+    expect "answers from another site on $n" "$other" 0
+    expect "requests failed on $n once bj-1's restarted pods answered" "$failed" 0
+done
+bj_after=$(dnat_targets sg-bj-2 servicegrid-demo-svc)
+[[ -n $bj_after ]] && no_old "$bj_rules" "$bj_after" ||
+    fail "bj-2's kube-proxy after bj-1's offline reboot: before '$bj_rules', after '$bj_after'"
+echo "figures: offline reboot of bj-1, stale endpoints: bj-2's kube-proxy DNAT rules for the ServiceGrid before: $bj_rules; after: $bj_after"
+readyz=$(in_node bj-2 curl -s http://192.0.2.12:51007/readyz)
+[[ $readyz == *"offline reports of their pods are served"* ]] || fail "beijing's site proxy offline: /readyz '$readyz'"
+node_uncut bj-1
+node_uncut bj-2
+
 remaining=$((OFFLINE_FOR - (SECONDS - booted)))
 ((remaining > 0)) && sleep "$remaining"
 expect "sh-1's kubelet after $OFFLINE_FOR s offline (the same process)" "$(node_kubelet_pid sh-1)" "$kubelet_pid"
@@ -296,17 +446,20 @@ mkdir -p "$SH/host-bin" && real_image_file sitegrid-proxy /usr/local/bin/sitegri
 cp "$SITEGRID_E2E_ROOT/deploy/static/sitegrid-proxy.service" "$SH/sitegrid-proxy.service"
 echo NODE_NAME=sh-1 >"$SH/etc-sitegrid/proxy.env"
 node_cut sh-1
-asker=$(start_asker "$SITEGRID_E2E_LOGS/asks-sh-1-service.log")
+off_at=$(date +%s.%N)
+asker=$(start_asker sh-1 "$SITEGRID_E2E_LOGS/asks-sh-1-service.log")
 node_boot sh-1
 retry 180 all_back sh-1 "$SERVICE_PODS" || fail "sh-1 rebooted offline, the proxy a host service: pods running '$(running sh-1)', want '$SERVICE_PODS'"
-running_at=$(date +%s.%N)
 service_reboot=$(since_services sh-1)
 echo "figures: offline reboot with the node cache as a host service: $n_service of $n_service pods Running ${service_reboot} s after the proxy and the kubelet were started (as a static pod: ${offline_reboot} s; online reboot without it: ${online_reboot} s)"
-retry 60 in_site || fail "sh-1 offline, the proxy a host service: the ClusterIP answered '$(ask_from sh-1)', not by a pod of shanghai"
+retry 60 in_site sh-1 shanghai || fail "sh-1 offline, the proxy a host service: the ClusterIP answered '$(ask_from sh-1)', not by a pod of shanghai"
 sleep 20
-read -r late sent failed other <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1-service.log" "$running_at")"
-echo "figures: offline reboot as a host service, stale endpoints: the ClusterIP answered by the restarted pods ${late} s after they were all Running; $sent requests sent, $failed failed after that, $other from another site"
+ready=$(ready_at shanghai "$off_at" "$SITEGRID_E2E_LOGS/sitegrid-proxy-sh-1.log")
+[[ -n $ready ]] || fail "sh-1's host service took no Ready status of shanghai's pods from the kubelet offline"
+read -r late sent failed other <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1-service.log" shanghai "$ready")"
+echo "figures: offline reboot as a host service, stale endpoints: the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that, $other from another site"
 expect "answers from another site (host service)" "$other" 0
+expect "requests failed once the restarted pods answered (host service)" "$failed" 0
 node_uncut sh-1
 
 echo "figures: node cache on disk: $(du -sb "$SH/sitegrid-proxy/node-cache" | cut -f1) bytes for $n_pods pods; the proxy's RSS $(awk '/^VmRSS/ {printf "%.1f MiB", $2 / 1024}' "/proc/$(proxy_pid)/status")"
