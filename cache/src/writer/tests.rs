@@ -895,3 +895,96 @@ fn managed_fields_are_dropped_from_views_only_when_asked() {
         assert_eq!(served["metadata"]["labels"], svc["metadata"]["labels"]);
     }
 }
+
+/// Offline, bj-1's kubelet reports its pod back at a new address
+/// (`local.rs`); the API server answers again, the report is let go and its
+/// view wins (the old address, until the endpoints controller hears of the
+/// pod's status). Each step reaches watchers as an ordinary MODIFIED event
+/// at a higher resourceVersion, and a watch resumed from any version on the
+/// way gets exactly the steps after it, in order: nothing replayed, nothing
+/// going back.
+#[test]
+fn the_kubelets_word_then_the_api_servers_view_reach_resumed_watches_in_order() {
+    let (cache, mut p) = writer("bj-1");
+    two_sites(&mut p);
+    let served = |cache: &Cache| {
+        let mut v = ips(cache, "servicegrid-demo-svc");
+        v.sort();
+        v
+    };
+    let mut upstream = world_object(Endpoints, "default", "servicegrid-demo-svc");
+    let uid = upstream["subsets"][0]["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["ip"] == "10.0.0.70")
+        .unwrap()["targetRef"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let store = cache.store(Endpoints);
+    let online = store.last_rv();
+
+    p.local_changed(vec![super::LocalPod {
+        uid,
+        node: "bj-1".into(),
+        ips: vec!["10.0.0.99".into()],
+        ready: true,
+        running: true,
+    }]);
+    assert_eq!(served(&cache), ["10.0.0.99", "10.0.1.72"]);
+    let reported = store.last_rv();
+
+    p.local_changed(Vec::new());
+    assert_eq!(
+        served(&cache),
+        ["10.0.0.70", "10.0.1.72"],
+        "the API server's view wins"
+    );
+    let back = store.last_rv();
+
+    for a in upstream["subsets"][0]["addresses"].as_array_mut().unwrap() {
+        if a["ip"] == "10.0.0.70" {
+            a["ip"] = json!("10.0.0.99");
+        }
+    }
+    upstream["metadata"]["resourceVersion"] = json!("900");
+    p.handle(Endpoints, W::Apply(obj(upstream)));
+    assert_eq!(served(&cache), ["10.0.0.99", "10.0.1.72"]);
+    let caught_up = store.last_rv();
+    assert!(online < reported && reported < back && back < caught_up);
+
+    let resumed = |from: u64| -> Vec<(EventType, u64, Vec<String>)> {
+        store
+            .subscribe(Some(from))
+            .unwrap()
+            .replay
+            .iter()
+            .filter(|e| e.object.key() == "default/servicegrid-demo-svc")
+            .map(|e| {
+                let v = e
+                    .object
+                    .body(cache.codec(), ApiVersion::V1, ApiVersion::V1)
+                    .to_value();
+                let mut ips: Vec<String> = v["subsets"][0]["addresses"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a["ip"].as_str().unwrap().to_owned())
+                    .collect();
+                ips.sort();
+                (e.event_type, e.rv, ips)
+            })
+            .collect()
+    };
+    let step = |rv: u64, ips: [&str; 2]| (EventType::Modified, rv, ips.map(String::from).to_vec());
+    let all = vec![
+        step(reported, ["10.0.0.99", "10.0.1.72"]),
+        step(back, ["10.0.0.70", "10.0.1.72"]),
+        step(caught_up, ["10.0.0.99", "10.0.1.72"]),
+    ];
+    assert_eq!(resumed(online), all);
+    assert_eq!(resumed(reported), all[1..]);
+    assert_eq!(resumed(back), all[2..]);
+    assert_eq!(resumed(caught_up), []);
+}
