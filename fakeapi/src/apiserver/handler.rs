@@ -14,6 +14,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full, Limited};
 use serde_json::Value;
 use sitegrid_apimachinery::negotiate::negotiate_status;
+use sitegrid_apimachinery::protobuf;
 use sitegrid_apimachinery::Status;
 
 use super::discovery;
@@ -116,6 +117,14 @@ impl Errors {
     }
 }
 
+/// A response of media type `content_type` with kube-apiserver's headers.
+fn typed_response(code: StatusCode, content_type: &'static str, body: Bytes) -> Response<Body> {
+    let mut resp = json_response(code, body);
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
 /// A JSON response with kube-apiserver's headers.
 fn json_response(code: StatusCode, body: Bytes) -> Response<Body> {
     let mut resp = Response::new(
@@ -148,8 +157,16 @@ fn object_response(
     match output {
         Format::Metadata { list: false } => Ok(json_response(code, metadata::object(obj))),
         Format::Metadata { list: true } => Err(metadata::not_acceptable(rt, true)),
+        Format::Protobuf => match rt.protobuf_kind() {
+            Some(kind) => Ok(typed_response(
+                code,
+                protobuf::MEDIA_TYPE,
+                obj.envelope(rt, kind)?,
+            )),
+            None => object_response(code, rt, obj, Format::Json),
+        },
         // Only GETs are answered with Tables (`get`); writes send the object.
-        Format::Json | Format::Protobuf | Format::Table { .. } => {
+        Format::Json | Format::Table { .. } => {
             let mut out = Vec::with_capacity(obj.json.len() + 64);
             obj.encode_typed(rt, &mut out);
             out.push(b'\n');
@@ -433,7 +450,7 @@ impl Read<'_> {
             &opts.field_selector,
         )?;
         if opts.watch {
-            let body = match watch_objects(self.output, self.query)? {
+            let body = match watch_objects(rt, self.output, self.query)? {
                 Some(objects) => watch::watch(shared, rt, filter, objects, opts)?,
                 // kube-apiserver fails to encode an object as a list: the
                 // watch ends before its first event.
@@ -441,20 +458,33 @@ impl Read<'_> {
                     .map_err(|never| match never {})
                     .boxed_unsync(),
             };
+            let content_type = match self.output {
+                Format::Protobuf => protobuf::WATCH_MEDIA_TYPE,
+                _ => "application/json",
+            };
             let mut resp = Response::new(body);
             let h = resp.headers_mut();
-            h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
             h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
             return Ok(resp);
         }
         let page = list::list(&shared.store, rt, &filter, opts)?;
-        let body = match self.output {
-            Format::Json | Format::Protobuf => page.to_json(rt),
-            Format::Table { api_version, .. } => {
+        let body = match (self.output, rt.protobuf_kind()) {
+            (Format::Protobuf, Some(kind)) => {
+                return Ok(typed_response(
+                    StatusCode::OK,
+                    protobuf::MEDIA_TYPE,
+                    page.to_protobuf(rt, kind)?,
+                ));
+            }
+            (Format::Json | Format::Protobuf, _) => page.to_json(rt),
+            (Format::Table { api_version, .. }, _) => {
                 TableRequest::new(api_version, self.query)?.list(rt, &page)
             }
-            Format::Metadata { list: true } => metadata::list(&page),
-            Format::Metadata { list: false } => return Err(metadata::not_acceptable(rt, false)),
+            (Format::Metadata { list: true }, _) => metadata::list(&page),
+            (Format::Metadata { list: false }, _) => {
+                return Err(metadata::not_acceptable(rt, false))
+            }
         };
         Ok(json_response(StatusCode::OK, body))
     }
@@ -463,14 +493,19 @@ impl Read<'_> {
 /// How a watch sends objects for `output`; `None` for `as=PartialObjectMetadataList`,
 /// which kube-apiserver cannot apply to an event's object. A Table watch
 /// sends one Table per event.
-fn watch_objects(output: Format, query: &str) -> Result<Option<Objects>, Status> {
-    Ok(match output {
-        Format::Json | Format::Protobuf => Some(Objects::Full),
-        Format::Table { api_version, .. } => {
+fn watch_objects(
+    rt: &ResourceType,
+    output: Format,
+    query: &str,
+) -> Result<Option<Objects>, Status> {
+    Ok(match (output, rt.protobuf_kind()) {
+        (Format::Protobuf, Some(kind)) => Some(Objects::Protobuf(kind)),
+        (Format::Json | Format::Protobuf, _) => Some(Objects::Full),
+        (Format::Table { api_version, .. }, _) => {
             Some(Objects::table(TableRequest::new(api_version, query)?))
         }
-        Format::Metadata { list: false } => Some(Objects::Metadata),
-        Format::Metadata { list: true } => None,
+        (Format::Metadata { list: false }, _) => Some(Objects::Metadata),
+        (Format::Metadata { list: true }, _) => None,
     })
 }
 

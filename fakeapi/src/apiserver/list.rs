@@ -15,6 +15,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use sitegrid_apimachinery::protobuf::{self, Kind};
 use sitegrid_apimachinery::Status;
 
 use super::filter::Filter;
@@ -269,6 +270,27 @@ impl Page {
         }
         out.extend_from_slice(b"]}\n");
         Bytes::from(out)
+    }
+
+    /// The list on the protobuf wire, its items `kind`'s messages (each
+    /// encoded once per object version and shared, as `json` is).
+    pub fn to_protobuf(&self, rt: &ResourceType, kind: Kind) -> Result<Bytes, Status> {
+        let items = self
+            .items
+            .iter()
+            .map(|o| o.message(kind))
+            .collect::<Result<Vec<_>, _>>()?;
+        let meta = protobuf::list_meta(
+            &self.rv.to_string(),
+            self.continue_token.as_deref().unwrap_or(""),
+            self.remaining.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+        );
+        Ok(protobuf::list(
+            &rt.api_version,
+            &rt.list_kind(),
+            &meta,
+            items.iter().map(|m| &m[..]),
+        ))
     }
 
     /// The `ListMeta` as a value, keys in the apiserver's order (what a Table's

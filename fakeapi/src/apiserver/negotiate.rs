@@ -7,8 +7,11 @@
 //! Negotiation does not look at the verb: a list asked for as
 //! `PartialObjectMetadata` (or an object as `…List`) is picked here and then
 //! refused with `406` (`super::metadata::not_acceptable`), as kube-apiserver
-//! does. This server writes JSON only: protobuf offers, and `Accept` headers
-//! offering nothing it can produce, are answered with the objects in JSON.
+//! does. Protobuf is written for the kinds
+//! [`ResourceType::protobuf_kind`] names (what sitegrid-proxy reads
+//! upstream, as kube-apiserver writes them); for the others a protobuf
+//! offer, like an `Accept` offering nothing this server can produce, is
+//! answered with the objects in JSON. Errors are JSON `Status`es.
 
 use sitegrid_apimachinery::negotiate::{negotiate, Format};
 use sitegrid_apimachinery::table::column_definitions;
@@ -53,14 +56,15 @@ impl Form {
     }
 }
 
-/// What a read asking for `accept` on `rt` is answered with: JSON objects
-/// ([`Format::Json`]: this server writes no protobuf), a Table (only
-/// resources with a printer in apimachinery answer Tables; for the others
-/// kubectl prints on its side), or metadata only.
+/// What a read asking for `accept` on `rt` is answered with: JSON objects,
+/// protobuf (only the kinds [`ResourceType::protobuf_kind`] names), a Table
+/// (only resources with a printer in apimachinery answer Tables; for the
+/// others kubectl prints on its side), or metadata only.
 pub(crate) fn produced(rt: &ResourceType, accept: Option<&str>) -> Format {
     match negotiate(accept) {
         Some(table @ Format::Table { .. }) if column_definitions(rt.plural).is_some() => table,
         Some(metadata @ Format::Metadata { .. }) => metadata,
+        Some(Format::Protobuf) if rt.protobuf_kind().is_some() => Format::Protobuf,
         Some(Format::Json | Format::Protobuf | Format::Table { .. }) | None => Format::Json,
     }
 }
@@ -101,7 +105,13 @@ mod tests {
             n(&format!("application/json, {KUBE_RS_LIST}")),
             Format::Json
         );
+        // Services are written in protobuf, as kube-apiserver writes them;
+        // kinds this server has no message for (Nodes, ConfigMaps) in JSON.
+        let services = r.by_id("services").unwrap();
+        let protobuf = Some("application/vnd.kubernetes.protobuf, */*");
+        assert_eq!(produced(services, protobuf), Format::Protobuf);
         assert_eq!(n("application/vnd.kubernetes.protobuf, */*"), Format::Json);
+        assert_eq!(produced(configmaps, protobuf), Format::Json);
         assert_eq!(n("application/yaml"), Format::Json);
         assert_eq!(produced(nodes, None), Format::Json);
         assert_eq!(Form::of(n(KUBE_RS_LIST)), Form::Metadata);

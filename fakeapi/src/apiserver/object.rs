@@ -9,6 +9,8 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 use sitegrid_apimachinery::duration::format_rfc3339;
 pub(crate) use sitegrid_apimachinery::duration::now_rfc3339;
+use sitegrid_apimachinery::protobuf::{self, Kind};
+use sitegrid_apimachinery::Status;
 
 use super::resource::ResourceType;
 
@@ -32,6 +34,10 @@ pub(crate) struct Obj {
     /// `metadata` alone as compact JSON, made on first use (what
     /// `PartialObjectMetadata` carries) and then shared like `json`.
     meta_json: OnceLock<Bytes>,
+    /// The object as its protobuf message (what a protobuf list carries as
+    /// an item and an envelope wraps), made on first use and then shared;
+    /// the error if its JSON does not read as the kind's type.
+    message: OnceLock<Result<Bytes, String>>,
 }
 
 impl Obj {
@@ -53,7 +59,33 @@ impl Obj {
             body,
             json,
             meta_json: OnceLock::new(),
+            message: OnceLock::new(),
         }
+    }
+
+    /// The object as `kind`'s protobuf message (an object keeps its type:
+    /// `kind` is its resource's), encoded once. An object whose JSON does
+    /// not read as the type (one written through this server's loose
+    /// validation) is a `500`, as kube-apiserver answers an object it
+    /// cannot encode.
+    pub fn message(&self, kind: Kind) -> Result<Bytes, Status> {
+        self.message
+            .get_or_init(|| {
+                protobuf::message(kind, &self.json)
+                    .map(Bytes::from)
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
+            .map_err(|e| Status::internal_error(format!("{}: {e}", self.key)))
+    }
+
+    /// The object on the protobuf wire: its message in the envelope.
+    pub fn envelope(&self, rt: &ResourceType, kind: Kind) -> Result<Bytes, Status> {
+        Ok(protobuf::envelope(
+            &rt.api_version,
+            rt.kind,
+            &self.message(kind)?,
+        ))
     }
 
     /// `metadata` as compact JSON (`{}` if the body has none), encoded once.

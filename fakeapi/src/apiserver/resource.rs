@@ -2,6 +2,8 @@
 //! the store and `apply` alike (one generic handler, never a copy per kind),
 //! built for the release played (`super::version::Profile`).
 
+use sitegrid_apimachinery::protobuf::Kind;
+
 use super::fields::{self, Selectable};
 use super::version::Profile;
 
@@ -100,6 +102,20 @@ impl ResourceType {
             idx: 0,
             selectable: fields::selectable(group, plural, Default::default()),
         }
+    }
+
+    /// The protobuf message its objects are written as, for the kinds this
+    /// server writes in protobuf: the ones sitegrid-proxy reads upstream in
+    /// protobuf (Services, Endpoints, EndpointSlices). kube-apiserver writes
+    /// every built-in kind so; the others are answered in JSON here.
+    pub fn protobuf_kind(&self) -> Option<Kind> {
+        Some(match (self.group, self.version, self.plural) {
+            ("", "v1", "services") => Kind::Service,
+            ("", "v1", "endpoints") => Kind::Endpoints,
+            (DISCOVERY_GROUP, "v1", "endpointslices") => Kind::EndpointSliceV1,
+            (DISCOVERY_GROUP, "v1beta1", "endpointslices") => Kind::EndpointSliceV1beta1,
+            _ => return None,
+        })
     }
 
     /// `ServiceList`.

@@ -38,6 +38,8 @@ pub(crate) struct Event {
     /// The same as a `PartialObjectMetadata` frame, encoded on first use and
     /// then shared by every metadata watcher.
     meta_frame: OnceLock<Bytes>,
+    /// The same as a protobuf watch frame, likewise.
+    protobuf_frame: OnceLock<Bytes>,
 }
 
 impl Event {
@@ -45,6 +47,11 @@ impl Event {
     /// time it is asked for (the encoding is the watch's business).
     pub fn meta_frame(&self, encode: impl FnOnce(&Event) -> Bytes) -> Bytes {
         self.meta_frame.get_or_init(|| encode(self)).clone()
+    }
+
+    /// The unfiltered frame in protobuf, made by `encode` the first time.
+    pub fn protobuf_frame(&self, encode: impl FnOnce(&Event) -> Bytes) -> Bytes {
+        self.protobuf_frame.get_or_init(|| encode(self)).clone()
     }
 }
 
@@ -256,6 +263,7 @@ impl Txn<'_> {
             prev,
             frame,
             meta_frame: OnceLock::new(),
+            protobuf_frame: OnceLock::new(),
         });
         s.history.push_back(Arc::clone(&ev));
         while s.history.len() > self.store.history_cap {

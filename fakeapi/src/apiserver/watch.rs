@@ -1,5 +1,6 @@
 //! WATCH: newline-delimited JSON events, as kube-apiserver 1.20 streams them,
-//! of whole objects, of their metadata only or as Tables ([`Objects`]); on releases with
+//! of whole objects, of their metadata only or as Tables, or length-prefixed
+//! protobuf events of whole objects ([`Objects`]); on releases with
 //! the WatchList gate, also watch-list requests (`sendInitialEvents=true`):
 //! the current objects as ADDED, then a BOOKMARK annotated
 //! `k8s.io/initial-events-end: "true"` at the state's resourceVersion, then
@@ -20,6 +21,7 @@ use bytes::Bytes;
 use futures::StreamExt as _;
 use http_body_util::{BodyExt as _, StreamBody};
 use hyper::body::Frame;
+use sitegrid_apimachinery::protobuf::{self, Kind};
 use sitegrid_apimachinery::Status;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::time::{Instant, Interval, MissedTickBehavior};
@@ -41,6 +43,8 @@ use super::{Body, Shared};
 pub(crate) enum Objects {
     /// Whole objects with kind and apiVersion.
     Full,
+    /// Whole objects in protobuf (`;stream=watch`), as this message.
+    Protobuf(Kind),
     /// `PartialObjectMetadata`.
     Metadata,
     /// One Table per event (`kubectl get --watch`); only the first carries
@@ -63,7 +67,7 @@ impl Objects {
     /// The form egress is counted in.
     pub(crate) fn form(self) -> Form {
         match self {
-            Objects::Full => Form::Full,
+            Objects::Full | Objects::Protobuf(_) => Form::Full,
             Objects::Metadata => Form::Metadata,
             Objects::Table { .. } => Form::Table,
         }
@@ -73,6 +77,7 @@ impl Objects {
     fn frame(&mut self, ty: &str, rt: &ResourceType, obj: &Obj) -> Bytes {
         match self {
             Objects::Full => encode_frame(ty, rt, obj),
+            Objects::Protobuf(kind) => protobuf_frame(ty, rt, *kind, obj),
             Objects::Metadata => metadata::frame(ty, obj),
             Objects::Table { .. } => {
                 let mut out = Vec::new();
@@ -84,11 +89,15 @@ impl Objects {
 
     /// Append the frame of event type `ty` carrying `obj`.
     fn push_frame(&mut self, ty: &str, rt: &ResourceType, obj: &Obj, out: &mut Vec<u8>) {
+        if let Objects::Protobuf(kind) = self {
+            out.extend_from_slice(&protobuf_frame(ty, rt, *kind, obj));
+            return;
+        }
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(ty.as_bytes());
         out.extend_from_slice(b"\",\"object\":");
         match self {
-            Objects::Full => obj.encode_typed(rt, out),
+            Objects::Full | Objects::Protobuf(_) => obj.encode_typed(rt, out),
             Objects::Metadata => metadata::push_object(obj, out),
             Objects::Table {
                 request,
@@ -106,8 +115,20 @@ impl Objects {
     fn shared_frame(&mut self, rt: &ResourceType, ev: &Event) -> Bytes {
         match self {
             Objects::Full => ev.frame.clone(),
+            Objects::Protobuf(kind) => {
+                let kind = *kind;
+                ev.protobuf_frame(|ev| protobuf_frame(ev.ty.as_str(), rt, kind, &ev.object))
+            }
             Objects::Metadata => ev.meta_frame(|ev| metadata::frame(ev.ty.as_str(), &ev.object)),
             Objects::Table { .. } => self.frame(ev.ty.as_str(), rt, &ev.object),
+        }
+    }
+
+    /// The ERROR frame carrying `status`, in this watch's encoding.
+    fn error_frame(&self, status: &Status) -> Bytes {
+        match self {
+            Objects::Protobuf(_) => protobuf::watch_event("ERROR", &protobuf::status(status)),
+            _ => error_frame(status),
         }
     }
 
@@ -116,6 +137,16 @@ impl Objects {
     fn bookmark(&self, rt: &ResourceType, rv: u64, metadata: &str) -> Bytes {
         match self {
             Objects::Full => bookmark_frame(rt, metadata),
+            Objects::Protobuf(kind) => {
+                let body = format!("{{\"metadata\":{metadata}}}");
+                match protobuf::message(*kind, body.as_bytes()) {
+                    Ok(message) => protobuf::watch_event(
+                        "BOOKMARK",
+                        &protobuf::envelope(&rt.api_version, rt.kind, &message),
+                    ),
+                    Err(e) => self.error_frame(&Status::internal_error(e.to_string())),
+                }
+            }
             Objects::Metadata => metadata::bookmark_frame(metadata),
             Objects::Table { request, .. } => {
                 let mut out = b"{\"type\":\"BOOKMARK\",\"object\":".to_vec();
@@ -135,6 +166,15 @@ fn bookmark_frame(rt: &ResourceType, metadata: &str) -> Bytes {
     encode_typed(rt.kind, &rt.api_version, body.as_bytes(), &mut out);
     out.extend_from_slice(b"}\n");
     Bytes::from(out)
+}
+
+/// A protobuf frame of event type `ty` carrying `obj` as `kind`'s message;
+/// an ERROR frame if the object does not encode.
+fn protobuf_frame(ty: &str, rt: &ResourceType, kind: Kind, obj: &Obj) -> Bytes {
+    match obj.envelope(rt, kind) {
+        Ok(envelope) => protobuf::watch_event(ty, &envelope),
+        Err(status) => protobuf::watch_event("ERROR", &protobuf::status(&status)),
+    }
 }
 
 /// Encode an ERROR frame carrying `status`.
@@ -400,11 +440,11 @@ pub(crate) fn watch(
         }
         Begin::TooOld(n, floor) => {
             let status = Status::too_old_resource_version(n, floor);
-            (Phase::Error(error_frame(&status)), n)
+            (Phase::Error(objects.error_frame(&status)), n)
         }
         Begin::TooLarge(n, current) => {
             let status = Status::too_large_resource_version(n, current);
-            (Phase::Error(error_frame(&status)), n)
+            (Phase::Error(objects.error_frame(&status)), n)
         }
         Begin::Replay(events, n) => {
             let mut out = Vec::new();

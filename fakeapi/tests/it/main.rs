@@ -13,6 +13,7 @@ mod kube_rs;
 mod kubectl;
 mod list;
 mod metadata;
+mod protobuf;
 mod releases;
 mod serve;
 mod servicecidrs;

@@ -38,6 +38,17 @@ fn endpoints(name: &str, ip: &str) -> Value {
 
 /// The two-site world plus endpoints alpha, beta and gamma in `NS`; `before`
 /// runs on the API server before the proxy starts (faults it starts with).
+/// What a proxy reads a JSON upstream with: the faults that corrupt the
+/// bytes of an answer are written into JSON (a protobuf answer that does not
+/// decode is `upstream::protobuf`'s: that resource is read in JSON from then
+/// on, which is where these land).
+fn json_upstream() -> CacheConfig {
+    CacheConfig {
+        upstream_protobuf: false,
+        ..CacheConfig::default()
+    }
+}
+
 async fn env(cache: CacheConfig, before: impl FnOnce(&ApiServer)) -> Env {
     let api = ApiServer::new(ApiServerConfig::default());
     api.load(sample::two_sites("v1"));
@@ -261,7 +272,7 @@ fn errors(reason: &str) -> String {
 /// good version of a spoiled one stays, and it is taken in again once good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_of_the_wrong_type_are_skipped_and_the_others_served() {
-    let env = env(CacheConfig::default(), |api| {
+    let env = env(json_upstream(), |api| {
         api.apply(endpoints("delta", "10.9.0.4"));
         let f = api.faults();
         f.corrupt(
@@ -339,7 +350,7 @@ async fn objects_of_the_wrong_type_are_skipped_and_the_others_served() {
 /// events after it arrive, and the object's next good event too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_watch_event_is_skipped_and_the_watch_goes_on() {
-    let env = env(CacheConfig::default(), |_| {}).await;
+    let env = env(json_upstream(), |_| {}).await;
     let (rv, _) = env.endpoints().await;
     let mut watch = env.watch(&rv).await;
     env.api
@@ -363,7 +374,7 @@ async fn a_malformed_watch_event_is_skipped_and_the_watch_goes_on() {
 /// once the upstream lists well again, what changed meanwhile arrives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_list_is_refused_and_the_cache_kept_until_a_good_one() {
-    let env = env(CacheConfig::default(), |_| {}).await;
+    let env = env(json_upstream(), |_| {}).await;
     let (rv, before) = env.endpoints().await;
     let mut watch = env.watch(&rv).await;
     env.api
