@@ -116,6 +116,7 @@ async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
     let report = Report {
         machine: Machine::read(),
         placement: Some("Every proxy ran on CPU 1 alone.".into()),
+        upstream: "Every proxy read the in-memory API server in protobuf.".into(),
         started: "2026-01-01T00:00:00Z".into(),
         command: "test".into(),
         churn_cluster: Scale::Tiny.describe(2),
@@ -187,6 +188,10 @@ async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
     assert!(
         md.contains("Every proxy ran on CPU 1 alone."),
         "where the proxy ran"
+    );
+    assert!(
+        md.contains("Every proxy read the in-memory API server in protobuf."),
+        "what the proxy read its upstream in"
     );
     for g in &table {
         assert!(md.contains(g.goal), "{} in the Markdown", g.goal);

@@ -47,6 +47,15 @@ enum Scenario {
     External,
 }
 
+/// What the proxies read their upstream in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Upstream {
+    /// Protobuf, as kube-apiserver answers the proxy's reflectors (the default).
+    Protobuf,
+    /// JSON.
+    Json,
+}
+
 /// Flags.
 #[derive(Debug, Parser)]
 #[command(
@@ -57,6 +66,11 @@ struct Args {
     /// The sitegrid-proxy binary (default: next to this one).
     #[arg(long)]
     proxy_bin: Option<PathBuf>,
+    /// How the proxies read Services, Endpoints and EndpointSlices from the
+    /// in-memory API server: in protobuf, as shipped, or in JSON
+    /// (`--upstream-protobuf=false`), for comparison.
+    #[arg(long, value_enum, default_value_t = Upstream::Protobuf)]
+    upstream: Upstream,
     /// Scenarios to run, comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Cold, Scenario::Churn, Scenario::Memory, Scenario::List, Scenario::Burst, Scenario::Slow, Scenario::Faults, Scenario::External])]
     scenarios: Vec<Scenario>,
@@ -237,7 +251,14 @@ async fn run(args: Args) -> Result<()> {
         proxy_bin,
         proxy_cpu: args.proxy_cpu,
         // --debug: /debug/pprof/profile for the churn scenario's CPU profile.
-        proxy_flags: vec!["--max-watches=20000".into(), "--debug".into()],
+        proxy_flags: vec![
+            "--max-watches=20000".into(),
+            "--debug".into(),
+            format!(
+                "--upstream-protobuf={}",
+                args.upstream == Upstream::Protobuf
+            ),
+        ],
         nodes_per_site: args.nodes_per_site,
         progress: Progress::new(args.quiet),
         rss: Arc::new(Mutex::new(Vec::new())),
@@ -246,6 +267,10 @@ async fn run(args: Args) -> Result<()> {
     let mut report = Report {
         machine: Machine::read(),
         placement,
+        upstream: match args.upstream {
+            Upstream::Protobuf => "Every proxy read Services, Endpoints and EndpointSlices from the in-memory API server in protobuf, as it reads kube-apiserver by default (`--upstream=protobuf`).".into(),
+            Upstream::Json => "Every proxy read the in-memory API server in JSON (`--upstream=json`: `--upstream-protobuf=false`), not as shipped.".into(),
+        },
         started,
         command: std::env::args().collect::<Vec<_>>().join(" "),
         churn_cluster: format!(

@@ -312,6 +312,7 @@ mod tests {
         Report {
             machine: Machine::read(),
             placement: None,
+            upstream: String::new(),
             started: "2026-01-01T00:00:00Z".into(),
             command: "test".into(),
             churn_cluster: String::new(),

@@ -60,6 +60,7 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
          later state of the object (a proxy relisting after its upstream watch failed does \
          that, as a relist would for a client of the API server).\n"
     );
+    let _ = writeln!(o, "{}\n", r.upstream);
     if let Some(placement) = &r.placement {
         let _ = writeln!(o, "{placement}\n");
     }

@@ -324,6 +324,8 @@ pub struct Report {
     pub machine: Machine,
     /// Which CPUs the proxy and the rest ran on, if they were pinned.
     pub placement: Option<String>,
+    /// How the proxies read the in-memory upstream, said in a sentence.
+    pub upstream: String,
     /// UTC start, RFC 3339.
     pub started: String,
     /// The command line.

@@ -324,6 +324,10 @@ async fn start_fleet(
         kube_proxies: Vec::new(),
     };
     let bin = &config.proxy_bin;
+    // JSON from the API server, as the direct kube-proxies here read it: the
+    // topologies are compared on the same encoding (a real kube-proxy and
+    // the proxies' default read protobuf, about half the bytes, alike).
+    let json = "--upstream-protobuf=false".to_owned();
     let node_upstream = match topology {
         Topology::KubeProxyDirect => {
             for n in nodes {
@@ -340,6 +344,7 @@ async fn start_fleet(
                 &[
                     format!("--site-selector=location={}", site_of(&nodes[0])),
                     "--anonymous-passthrough=all".into(),
+                    json.clone(),
                 ],
                 None,
             )
@@ -353,8 +358,14 @@ async fn start_fleet(
         }
     };
     for n in nodes {
-        let p =
-            ProxyChild::spawn(bin, node_upstream, Some(n), &[], None).map_err(|e| anyhow!(e))?;
+        let p = ProxyChild::spawn(
+            bin,
+            node_upstream,
+            Some(n),
+            std::slice::from_ref(&json),
+            None,
+        )
+        .map_err(|e| anyhow!(e))?;
         fleet
             .kube_proxies
             .push(ModelKubeProxy::start(http, p.addr, n));
