@@ -30,7 +30,7 @@ use super::egress::WatchGuard;
 use super::filter::Filter;
 use super::metadata;
 use super::negotiate::Form;
-use super::object::{bookmark_metadata, encode_typed, random_u64, Obj};
+use super::object::{bookmark_metadata, encode_typed, random_u64, Obj, INITIAL_EVENTS_END};
 use super::query::{ListOptions, ReadAt};
 use super::resource::ResourceType;
 use super::store::{encode_frame, Event, EventType};
@@ -89,25 +89,20 @@ impl Objects {
 
     /// Append the frame of event type `ty` carrying `obj`.
     fn push_frame(&mut self, ty: &str, rt: &ResourceType, obj: &Obj, out: &mut Vec<u8>) {
-        if let Objects::Protobuf(kind) = self {
-            out.extend_from_slice(&protobuf_frame(ty, rt, *kind, obj));
-            return;
-        }
-        out.extend_from_slice(b"{\"type\":\"");
-        out.extend_from_slice(ty.as_bytes());
-        out.extend_from_slice(b"\",\"object\":");
         match self {
-            Objects::Full | Objects::Protobuf(_) => obj.encode_typed(rt, out),
-            Objects::Metadata => metadata::push_object(obj, out),
+            Objects::Full => push_json_event(ty, out, |out| obj.encode_typed(rt, out)),
+            Objects::Protobuf(kind) => out.extend_from_slice(&protobuf_frame(ty, rt, *kind, obj)),
+            Objects::Metadata => push_json_event(ty, out, |out| metadata::push_object(obj, out)),
             Objects::Table {
                 request,
                 columns_sent,
             } => {
-                request.push_event_table(rt, obj, !*columns_sent, out);
+                push_json_event(ty, out, |out| {
+                    request.push_event_table(rt, obj, !*columns_sent, out)
+                });
                 *columns_sent = true;
             }
         }
-        out.extend_from_slice(b"}\n");
     }
 
     /// The frame of `ev` as it happened, shared by every watcher of this form
@@ -127,25 +122,36 @@ impl Objects {
     /// The ERROR frame carrying `status`, in this watch's encoding.
     fn error_frame(&self, status: &Status) -> Bytes {
         match self {
-            Objects::Protobuf(_) => protobuf::watch_event("ERROR", &protobuf::status(status)),
+            Objects::Protobuf(_) => protobuf_error_frame(status),
             _ => error_frame(status),
         }
     }
 
-    /// A BOOKMARK frame at `rv` whose object has `metadata`; in a Table
-    /// watch, a Table without rows at `rv`.
-    fn bookmark(&self, rt: &ResourceType, rv: u64, metadata: &str) -> Bytes {
+    /// A BOOKMARK frame at `rv` (the end of the initial events: `end`); in
+    /// a Table watch, a Table without rows at `rv`.
+    fn bookmark(
+        &self,
+        rt: &ResourceType,
+        rv: u64,
+        null_creation_timestamp: bool,
+        end: bool,
+    ) -> Bytes {
+        let metadata = &bookmark_metadata(rv, null_creation_timestamp, end);
         match self {
             Objects::Full => bookmark_frame(rt, metadata),
             Objects::Protobuf(kind) => {
-                let body = format!("{{\"metadata\":{metadata}}}");
-                match protobuf::message(*kind, body.as_bytes()) {
-                    Ok(message) => protobuf::watch_event(
-                        "BOOKMARK",
-                        &protobuf::envelope(&rt.api_version, rt.kind, &message),
-                    ),
-                    Err(e) => self.error_frame(&Status::internal_error(e.to_string())),
-                }
+                let annotations = end
+                    .then(|| (INITIAL_EVENTS_END.to_owned(), "true".to_owned()))
+                    .into_iter()
+                    .collect();
+                let object = protobuf::bookmark(
+                    *kind,
+                    &rt.api_version,
+                    rt.kind,
+                    &rv.to_string(),
+                    &annotations,
+                );
+                protobuf::watch_event("BOOKMARK", &object)
             }
             Objects::Metadata => metadata::bookmark_frame(metadata),
             Objects::Table { request, .. } => {
@@ -173,8 +179,22 @@ fn bookmark_frame(rt: &ResourceType, metadata: &str) -> Bytes {
 fn protobuf_frame(ty: &str, rt: &ResourceType, kind: Kind, obj: &Obj) -> Bytes {
     match obj.envelope(rt, kind) {
         Ok(envelope) => protobuf::watch_event(ty, &envelope),
-        Err(status) => protobuf::watch_event("ERROR", &protobuf::status(&status)),
+        Err(status) => protobuf_error_frame(&status),
     }
+}
+
+/// A protobuf ERROR frame carrying `status`.
+fn protobuf_error_frame(status: &Status) -> Bytes {
+    protobuf::watch_event("ERROR", &protobuf::status(status))
+}
+
+/// Append `{"type":T,"object":<what push_object writes>}\n`.
+fn push_json_event(ty: &str, out: &mut Vec<u8>, push_object: impl FnOnce(&mut Vec<u8>)) {
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(ty.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    push_object(out);
+    out.extend_from_slice(b"}\n");
 }
 
 /// Encode an ERROR frame carrying `status`.
@@ -311,8 +331,8 @@ impl Watcher {
                     let rv = self.shared.store.read(|s| rx.is_empty().then_some(s.rv));
                     if let Some(rv) = rv.filter(|rv| *rv > self.last_sent) {
                         self.last_sent = rv;
-                        let meta = bookmark_metadata(rv, self.null_creation_timestamp, false);
-                        return Some(self.objects.bookmark(&self.rt, rv, &meta));
+                        let null_ts = self.null_creation_timestamp;
+                        return Some(self.objects.bookmark(&self.rt, rv, null_ts, false));
                     }
                 }
             }
@@ -433,8 +453,7 @@ pub(crate) fn watch(
                 objects.push_frame("ADDED", rt, obj, &mut out);
             }
             if end {
-                let meta = bookmark_metadata(rv, null_creation_timestamp, true);
-                out.extend_from_slice(&objects.bookmark(rt, rv, &meta));
+                out.extend_from_slice(&objects.bookmark(rt, rv, null_creation_timestamp, true));
             }
             (Phase::Initial(Bytes::from(out)), rv)
         }
