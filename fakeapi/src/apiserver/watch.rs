@@ -136,9 +136,9 @@ impl Objects {
         null_creation_timestamp: bool,
         end: bool,
     ) -> Bytes {
-        let metadata = &bookmark_metadata(rv, null_creation_timestamp, end);
+        let metadata = || bookmark_metadata(rv, null_creation_timestamp, end);
         match self {
-            Objects::Full => bookmark_frame(rt, metadata),
+            Objects::Full => bookmark_frame(rt, &metadata()),
             Objects::Protobuf(kind) => {
                 let annotations = end
                     .then(|| (INITIAL_EVENTS_END.to_owned(), "true".to_owned()))
@@ -153,7 +153,7 @@ impl Objects {
                 );
                 protobuf::watch_event("BOOKMARK", &object)
             }
-            Objects::Metadata => metadata::bookmark_frame(metadata),
+            Objects::Metadata => metadata::bookmark_frame(&metadata()),
             Objects::Table { request, .. } => {
                 let mut out = b"{\"type\":\"BOOKMARK\",\"object\":".to_vec();
                 request.push_bookmark_table(rv, &mut out);
