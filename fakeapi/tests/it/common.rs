@@ -10,6 +10,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
+use sitegrid_apimachinery::protobuf::{self, to_json};
 use sitegrid_fakeapi::{ApiServer, ApiServerConfig, ServerHandle};
 
 /// Generous bound on anything a test waits for, so a bug fails instead of hanging.
@@ -185,11 +186,23 @@ impl Http {
 
     /// [`Http::watch`] with an `Accept` header.
     pub async fn watch_as(&self, path: &str, accept: Option<&str>) -> Watch {
+        self.watch_in(path, accept, "application/json").await
+    }
+
+    /// A watch in protobuf, as a reflector offers it (protobuf, then JSON);
+    /// the response head must be 200 in protobuf's watch media type.
+    pub async fn watch_protobuf(&self, path: &str) -> Watch {
+        let accept = "application/vnd.kubernetes.protobuf, application/json";
+        self.watch_in(path, Some(accept), protobuf::WATCH_MEDIA_TYPE)
+            .await
+    }
+
+    async fn watch_in(&self, path: &str, accept: Option<&str>, content_type: &str) -> Watch {
         let resp = self
             .send_accepting(Method::GET, path, None, accept, Vec::new())
             .await;
         assert_eq!(resp.status(), StatusCode::OK, "watch {path}");
-        assert_eq!(resp.headers()["content-type"], "application/json");
+        assert_eq!(resp.headers()["content-type"], content_type);
         Watch {
             body: resp.into_body(),
             buf: Vec::new(),
@@ -214,20 +227,47 @@ impl Watch {
                 let line: Vec<u8> = self.buf.drain(..=pos).collect();
                 return Some(String::from_utf8(line).unwrap().trim_end().to_owned());
             }
-            let frame = tokio::time::timeout(WAIT, self.body.frame())
-                .await
-                .expect("watch frame in time");
-            match frame {
-                Some(Ok(f)) => {
-                    if let Ok(data) = f.into_data() {
-                        self.received += data.len() as u64;
-                        self.buf.extend_from_slice(&data);
-                    }
+            if !self.fill().await {
+                return None;
+            }
+        }
+    }
+
+    /// The next event of a protobuf watch (a 4-byte length, then the event),
+    /// as JSON through the decoder the proxy reads its upstream with, or
+    /// `None` at the end of the stream.
+    pub async fn next_protobuf(&mut self) -> Option<Value> {
+        loop {
+            if let Some(len) = self.buf.get(..4) {
+                let len = u32::from_be_bytes(len.try_into().unwrap()) as usize;
+                if self.buf.len() >= 4 + len {
+                    let event: Vec<u8> = self.buf.drain(..4 + len).skip(4).collect();
+                    let json = to_json::watch_event(&event).expect("an event that decodes");
+                    return Some(serde_json::from_slice(&json).unwrap());
                 }
-                Some(Err(_)) | None => {
-                    assert!(self.buf.is_empty(), "partial frame at end of stream");
-                    return None;
+            }
+            if !self.fill().await {
+                return None;
+            }
+        }
+    }
+
+    /// The body's next bytes into `buf`; false at the end of the stream.
+    async fn fill(&mut self) -> bool {
+        let frame = tokio::time::timeout(WAIT, self.body.frame())
+            .await
+            .expect("watch frame in time");
+        match frame {
+            Some(Ok(f)) => {
+                if let Ok(data) = f.into_data() {
+                    self.received += data.len() as u64;
+                    self.buf.extend_from_slice(&data);
                 }
+                true
+            }
+            Some(Err(_)) | None => {
+                assert!(self.buf.is_empty(), "partial frame at end of stream");
+                false
             }
         }
     }

@@ -6,10 +6,6 @@
 
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
-use http::Method;
-use http_body_util::BodyExt as _;
-use hyper::body::Incoming;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::{de::DeserializeOwned, Serialize};
@@ -17,7 +13,7 @@ use serde_json::{json, Value};
 use sitegrid_apimachinery::protobuf::{self, to_json};
 use sitegrid_fakeapi::ApiServerConfig;
 
-use crate::common::{configmap, start, start_default, Harness, WAIT};
+use crate::common::{configmap, start, start_default, Harness};
 
 /// What a reflector of the proxy offers (`upstream::protobuf`).
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf, application/json";
@@ -112,50 +108,6 @@ async fn lists_and_gets_in_protobuf_are_the_json_answers() {
     assert_eq!(svc.headers["content-type"], "application/json");
 }
 
-/// A protobuf watch stream, cut into events as the proxy cuts it.
-struct PbWatch {
-    body: Incoming,
-    buf: BytesMut,
-}
-
-impl PbWatch {
-    async fn open(h: &Harness, path: &str) -> PbWatch {
-        let resp = h
-            .client
-            .send_accepting(Method::GET, path, None, Some(PROTOBUF), Vec::new())
-            .await;
-        assert_eq!(resp.status(), 200, "watch {path}");
-        assert_eq!(resp.headers()["content-type"], protobuf::WATCH_MEDIA_TYPE);
-        PbWatch {
-            body: resp.into_body(),
-            buf: BytesMut::new(),
-        }
-    }
-
-    /// The next event as JSON (`{"type":…,"object":…}`).
-    async fn event(&mut self) -> Value {
-        loop {
-            if self.buf.len() >= 4 {
-                let len = u32::from_be_bytes(self.buf[..4].try_into().unwrap()) as usize;
-                if self.buf.len() >= 4 + len {
-                    self.buf.advance(4);
-                    let frame: Bytes = self.buf.split_to(len).freeze();
-                    let json = to_json::watch_event(&frame).expect("an event that decodes");
-                    return serde_json::from_slice(&json).unwrap();
-                }
-            }
-            let frame = tokio::time::timeout(WAIT, self.body.frame())
-                .await
-                .expect("a watch event in time")
-                .expect("the stream goes on")
-                .unwrap();
-            if let Ok(data) = frame.into_data() {
-                self.buf.extend_from_slice(&data);
-            }
-        }
-    }
-}
-
 #[tokio::test]
 async fn a_protobuf_watch_streams_the_json_watchs_events() {
     let h = start(ApiServerConfig {
@@ -166,7 +118,7 @@ async fn a_protobuf_watch_streams_the_json_watchs_events() {
     h.server.load(sitegrid_fakeapi::sample::two_sites("v1"));
     let rv = h.server.resource_version();
     let path = format!("/api/v1/services?watch=1&resourceVersion={rv}");
-    let mut pb = PbWatch::open(&h, &path).await;
+    let mut pb = h.client.watch_protobuf(&path).await;
     let mut json = h.client.watch(&path).await;
 
     let mut svc = h
@@ -177,7 +129,7 @@ async fn a_protobuf_watch_streams_the_json_watchs_events() {
     h.server.apply(svc);
     h.server.delete("services", Some("default"), "plain-echo");
     for want in ["MODIFIED", "DELETED"] {
-        let (j, p) = (json.event().await, pb.event().await);
+        let (j, p) = (json.event().await, pb.next_protobuf().await.unwrap());
         assert_eq!(j["type"], want);
         assert_eq!(p["type"], want);
         assert_eq!(
@@ -189,14 +141,15 @@ async fn a_protobuf_watch_streams_the_json_watchs_events() {
     // Bookmarks, asked for, carry the resourceVersion: after a write of
     // another kind, the one it reached.
     let at = h.server.resource_version();
-    let mut pb = PbWatch::open(
-        &h,
-        &format!("/api/v1/services?watch=1&allowWatchBookmarks=true&resourceVersion={at}"),
-    )
-    .await;
+    let mut pb = h
+        .client
+        .watch_protobuf(&format!(
+            "/api/v1/services?watch=1&allowWatchBookmarks=true&resourceVersion={at}"
+        ))
+        .await;
     h.server
         .apply(configmap("default", "elsewhere", json!({"a": "b"})));
-    let bookmark = pb.event().await;
+    let bookmark = pb.next_protobuf().await.unwrap();
     assert_eq!(bookmark["type"], "BOOKMARK");
     assert_eq!(
         bookmark["object"]["metadata"]["resourceVersion"],
@@ -206,8 +159,11 @@ async fn a_protobuf_watch_streams_the_json_watchs_events() {
     // A start the history no longer holds: 410 in an ERROR event, as the
     // reflector reads it to relist.
     h.server.compact();
-    let mut pb = PbWatch::open(&h, "/api/v1/services?watch=1&resourceVersion=1").await;
-    let error = pb.event().await;
+    let mut pb = h
+        .client
+        .watch_protobuf("/api/v1/services?watch=1&resourceVersion=1")
+        .await;
+    let error = pb.next_protobuf().await.unwrap();
     assert_eq!(error["type"], "ERROR");
     assert_eq!(error["object"]["kind"], "Status");
     assert_eq!(error["object"]["code"], 410);
