@@ -60,7 +60,7 @@ pub use event::{Event, EventType};
 pub use kind::{ApiVersion, PerKind, ResourceKind, Served};
 pub use locality::Locality;
 pub use metrics::{CacheMetrics, UpstreamErrorReason};
-pub use object::{object_key, UpstreamObject};
+pub use object::{object_key, UpstreamBody, UpstreamObject};
 pub use ready::{Availability, Readiness};
 pub use store::{Change, Sizes, Store, StoreExport, Subscription, TooOld};
 pub use view::{View, ViewLabels};

@@ -9,13 +9,15 @@ use kube::{
     Resource,
 };
 use serde::{Deserialize, Deserializer};
-use serde_json::value::RawValue;
+use serde_json::{value::RawValue, Value};
+use sitegrid_apimachinery::protobuf;
 
 /// One object as received from the API server.
 ///
-/// The JSON is kept verbatim (compact, in the server's key order) so the
-/// projector can re-derive views from it; only the metadata the proxy reads
-/// is parsed up front (name, namespace, resourceVersion, labels,
+/// Its body is kept as it came ([`UpstreamBody`]): JSON verbatim (compact, in the
+/// server's key order), or, read from protobuf, the value decoded once; the
+/// projector derives views from it. Only the metadata the proxy reads is
+/// parsed up front (name, namespace, resourceVersion, labels,
 /// annotations): the watcher tracks resourceVersions through it.
 ///
 /// Any JSON value decodes: one whose metadata is not `ObjectMeta` (a label
@@ -29,11 +31,28 @@ use serde_json::value::RawValue;
 pub struct UpstreamObject {
     /// Parsed metadata (name, namespace, resourceVersion, ...).
     pub metadata: ObjectMeta,
-    /// The whole object as JSON text.
-    pub raw: Arc<RawValue>,
+    /// The whole object.
+    pub body: UpstreamBody,
     /// Why the metadata did not decode, if it did not (then `metadata` holds
     /// only what could be read of name, namespace and resourceVersion).
     pub invalid: Option<Arc<str>>,
+}
+
+/// An upstream object's content.
+#[derive(Clone, Debug)]
+pub enum UpstreamBody {
+    /// JSON text as the API server sent it.
+    Json(Arc<RawValue>),
+    /// Read from protobuf: the JSON value kube-apiserver would have sent,
+    /// decoded once from the message (a carried object, see
+    /// `sitegrid_apimachinery::protobuf::to_json`). Complete and of its
+    /// kind's types by construction: every field has a place in the typed
+    /// message it came from.
+    Protobuf(Arc<Value>),
+    /// A carried object that does not decode completely: fields this build
+    /// does not know (a newer API server's), or broken bytes. The reflector
+    /// reads its resource in JSON instead; `invalid` says why.
+    UnreadableProtobuf,
 }
 
 impl UpstreamObject {
@@ -55,6 +74,26 @@ impl UpstreamObject {
     pub fn upstream_rv(&self) -> &str {
         self.metadata.resource_version.as_deref().unwrap_or("")
     }
+
+    /// The object as JSON text (written out if it was read from protobuf;
+    /// `null` if it could not be read).
+    pub fn json(&self) -> Cow<'_, str> {
+        match &self.body {
+            UpstreamBody::Json(raw) => Cow::Borrowed(raw.get()),
+            UpstreamBody::Protobuf(value) => Cow::Owned(value.to_string()),
+            UpstreamBody::UnreadableProtobuf => Cow::Borrowed("null"),
+        }
+    }
+
+    /// The object as a JSON value: parsed from its text, or the one decoded
+    /// from protobuf.
+    pub fn value(&self) -> Result<Value, serde_json::Error> {
+        match &self.body {
+            UpstreamBody::Json(raw) => serde_json::from_str(raw.get()),
+            UpstreamBody::Protobuf(value) => Ok(Value::clone(value)),
+            UpstreamBody::UnreadableProtobuf => Ok(Value::Null),
+        }
+    }
 }
 
 /// The store key for an object: `ns/name`, or `name` when cluster-scoped.
@@ -73,15 +112,65 @@ impl<'de> Deserialize<'de> for UpstreamObject {
             metadata: Meta,
         }
         let raw: Box<RawValue> = Box::deserialize(deserializer)?;
+        if let Some(decoded) = carried(raw.get()) {
+            return Ok(from_protobuf(decoded));
+        }
         let (metadata, invalid) = match serde_json::from_str::<MetaOnly>(raw.get()) {
             Ok(meta) => (meta.metadata.into(), None),
             Err(e) => (identity(raw.get()), Some(Arc::from(e.to_string()))),
         };
         Ok(UpstreamObject {
             metadata,
-            raw: Arc::from(raw),
+            body: UpstreamBody::Json(Arc::from(raw)),
             invalid,
         })
+    }
+}
+
+/// A carried object decoded, if `json` is one: a JSON string beginning with
+/// the prefix (base64 needs no escapes).
+fn carried(json: &str) -> Option<Result<Value, protobuf::to_json::DecodeError>> {
+    let text = json.strip_prefix('"')?.strip_suffix('"')?;
+    if text.contains('\\') {
+        return None;
+    }
+    protobuf::to_json::carried_value(text)
+}
+
+/// A carried object, decoded: its metadata taken from the value.
+fn from_protobuf(decoded: Result<Value, protobuf::to_json::DecodeError>) -> UpstreamObject {
+    match decoded {
+        Ok(value) => UpstreamObject {
+            metadata: value.get("metadata").map(meta_of).unwrap_or_default(),
+            body: UpstreamBody::Protobuf(Arc::new(value)),
+            invalid: None,
+        },
+        Err(e) => UpstreamObject {
+            metadata: ObjectMeta::default(),
+            body: UpstreamBody::UnreadableProtobuf,
+            invalid: Some(Arc::from(e.to_string())),
+        },
+    }
+}
+
+/// The metadata the proxy reads, from a decoded object's (whose types are
+/// right: it was written from a typed message).
+fn meta_of(m: &Value) -> ObjectMeta {
+    let text = |field: &str| m.get(field).and_then(Value::as_str).map(str::to_owned);
+    let map = |field: &str| {
+        m.get(field).and_then(Value::as_object).map(|o| {
+            o.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                .collect()
+        })
+    };
+    ObjectMeta {
+        name: text("name"),
+        namespace: text("namespace"),
+        resource_version: text("resourceVersion"),
+        labels: map("labels"),
+        annotations: map("annotations"),
+        ..ObjectMeta::default()
     }
 }
 
@@ -183,7 +272,7 @@ mod tests {
         .unwrap();
         assert_eq!(o.key(), "default/web");
         assert_eq!(o.upstream_rv(), "347");
-        assert!(o.raw.get().contains("\"subsets\":[]"));
+        assert!(o.json().contains("\"subsets\":[]"));
     }
 
     #[test]

@@ -21,6 +21,16 @@
 //! right. A message whose bytes are not all accounted for is
 //! [`DecodeError::Incomplete`]: the caller reads that resource in JSON
 //! instead.
+//!
+//! **Carried objects.** A client that keeps the objects it lists and
+//! watches as `serde_json::Value`s (the proxy's cache) need not have them
+//! written as JSON and parsed back: [`answer_carried`] and
+//! [`watch_event_carried`] write a list or watch event whose objects are
+//! JSON strings holding their protobuf ([`CARRIED_PREFIX`], then the object
+//! in base64), and [`carried_value`] turns such a string into the object's
+//! JSON value, decoding it once, where the client builds its object. Its
+//! completeness is checked there, so an incomplete object is found by that
+//! client, not by the converter.
 
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::api::discovery::{v1 as disc_v1, v1beta1 as disc_v1beta1};
@@ -51,6 +61,97 @@ pub enum DecodeError {
     /// The message has fields k8s-pb's messages do not know.
     #[error("{0} has fields this build's protobuf messages have no place for ({1} bytes unread)")]
     Incomplete(String, usize),
+    /// A carried object whose text is not base64.
+    #[error("a carried object is not base64: {0}")]
+    Base64(#[from] base64::DecodeError),
+}
+
+/// How a carried object's JSON string begins (see the module doc).
+pub const CARRIED_PREFIX: &str = "k8s-protobuf:";
+
+/// A whole protobuf answer as JSON, like [`answer`], but a list of
+/// Services, Endpoints or EndpointSlices with its items carried: each a
+/// string [`carried_value`] reads, made without decoding the item.
+pub fn answer_carried(wire: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    let body = wire.strip_prefix(MAGIC).ok_or(DecodeError::NoMagic)?;
+    let unknown = Unknown::decode(body)?;
+    let TypeMeta { api_version, kind } = unknown.type_meta.unwrap_or_default();
+    let (api_version, list_kind) = (api_version.unwrap_or_default(), kind.unwrap_or_default());
+    let item_kind = match (api_version.as_str(), list_kind.as_str()) {
+        ("v1", "ServiceList") => "Service",
+        ("v1", "EndpointsList") => "Endpoints",
+        ("discovery.k8s.io/v1" | "discovery.k8s.io/v1beta1", "EndpointSliceList") => {
+            "EndpointSlice"
+        }
+        _ => return answer(wire),
+    };
+    let list: RawList = read::<_, NoMaps>(&unknown.raw.unwrap_or_default(), &list_kind)?;
+    let mut out = Map::new();
+    out.insert("kind".into(), Value::String(list_kind));
+    out.insert("apiVersion".into(), Value::String(api_version.clone()));
+    out.insert(
+        "metadata".into(),
+        obj(list_meta(list.metadata.unwrap_or_default())),
+    );
+    out.insert(
+        "items".into(),
+        Value::Array(
+            list.items
+                .iter()
+                .map(|m| Value::String(carried(&super::envelope(&api_version, item_kind, m))))
+                .collect(),
+        ),
+    );
+    Ok(serde_json::to_vec(&Value::Object(out)).unwrap_or_default())
+}
+
+/// One event of a protobuf watch stream as its JSON line, like
+/// [`watch_event`], but the object of an `ADDED`, `MODIFIED` or `DELETED`
+/// event carried, not decoded here (a `BOOKMARK` or `ERROR` is converted).
+pub fn watch_event_carried(frame: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    let event = meta::WatchEvent::decode(frame)?;
+    let event_type = event.r#type.unwrap_or_default();
+    let raw = event.object.and_then(|o| o.raw).unwrap_or_default();
+    let object = match event_type.as_str() {
+        "ADDED" | "MODIFIED" | "DELETED" => Value::String(carried(&raw)),
+        _ => answer_value(&raw)?,
+    };
+    let mut out = Map::new();
+    out.insert("type".into(), Value::String(event_type));
+    out.insert("object".into(), object);
+    Ok(serde_json::to_vec(&Value::Object(out)).unwrap_or_default())
+}
+
+/// `wire` (an object: `k8s\0` + envelope) as a carried object's text.
+fn carried(wire: &[u8]) -> String {
+    use base64::Engine as _;
+    let mut text = String::with_capacity(CARRIED_PREFIX.len() + wire.len().div_ceil(3) * 4);
+    text.push_str(CARRIED_PREFIX);
+    base64::engine::general_purpose::STANDARD.encode_string(wire, &mut text);
+    text
+}
+
+/// The JSON value of a carried object (a Service, Endpoints or
+/// EndpointSlice, with its `kind` and `apiVersion`), as kube-apiserver
+/// would have written it; None if `text` is not a carried object.
+pub fn carried_value(text: &str) -> Option<Result<Value, DecodeError>> {
+    use base64::Engine as _;
+    let encoded = text.strip_prefix(CARRIED_PREFIX)?;
+    Some(
+        base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(DecodeError::from)
+            .and_then(|wire| object_value(&wire)),
+    )
+}
+
+/// A list as it is carried: its metadata, and its items' messages as they are.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawList {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<meta::ListMeta>,
+    #[prost(bytes = "vec", repeated, tag = "2")]
+    items: Vec<Vec<u8>>,
 }
 
 /// A whole protobuf answer (`k8s\0` + envelope: an object, a list, or a
@@ -73,42 +174,68 @@ pub fn watch_event(frame: &[u8]) -> Result<Vec<u8>, DecodeError> {
     Ok(serde_json::to_vec(&Value::Object(out)).unwrap_or_default())
 }
 
-fn answer_value(wire: &[u8]) -> Result<Value, DecodeError> {
+/// A Service, Endpoints or EndpointSlice (`k8s\0` + envelope) as JSON;
+/// anything else is [`DecodeError::UnknownKind`].
+fn object_value(wire: &[u8]) -> Result<Value, DecodeError> {
+    let (api_version, kind, raw) = envelope_parts(wire)?;
+    match (api_version.as_str(), kind.as_str()) {
+        ("v1", "Service" | "Endpoints")
+        | ("discovery.k8s.io/v1" | "discovery.k8s.io/v1beta1", "EndpointSlice") => {
+            typed_value(api_version, kind, &raw)
+        }
+        _ => Err(DecodeError::UnknownKind { api_version, kind }),
+    }
+}
+
+/// The `apiVersion`, `kind` and message of an object on the wire.
+fn envelope_parts(wire: &[u8]) -> Result<(String, String, Vec<u8>), DecodeError> {
     let body = wire.strip_prefix(MAGIC).ok_or(DecodeError::NoMagic)?;
     let unknown = Unknown::decode(body)?;
     let TypeMeta { api_version, kind } = unknown.type_meta.unwrap_or_default();
-    let (api_version, kind) = (api_version.unwrap_or_default(), kind.unwrap_or_default());
-    let raw = unknown.raw.unwrap_or_default();
-    let mut out = Map::new();
-    out.insert("kind".into(), Value::String(kind.clone()));
-    out.insert("apiVersion".into(), Value::String(api_version.clone()));
+    Ok((
+        api_version.unwrap_or_default(),
+        kind.unwrap_or_default(),
+        unknown.raw.unwrap_or_default(),
+    ))
+}
+
+fn answer_value(wire: &[u8]) -> Result<Value, DecodeError> {
+    let (api_version, kind, raw) = envelope_parts(wire)?;
+    typed_value(api_version, kind, &raw)
+}
+
+/// The message `raw` of `kind` as JSON, with its `kind` and `apiVersion`.
+fn typed_value(api_version: String, kind: String, raw: &[u8]) -> Result<Value, DecodeError> {
     let k = kind.as_str();
     let fields = match (api_version.as_str(), k) {
-        ("v1", "Service") => service(read::<_, ServiceShim>(&raw, k)?),
-        ("v1", "Endpoints") => endpoints(read::<_, EndpointsShim>(&raw, k)?),
-        ("discovery.k8s.io/v1", "EndpointSlice") => slice_v1(read::<_, SliceShim>(&raw, k)?),
+        ("v1", "Service") => service(read::<_, ServiceShim>(raw, k)?),
+        ("v1", "Endpoints") => endpoints(read::<_, EndpointsShim>(raw, k)?),
+        ("discovery.k8s.io/v1", "EndpointSlice") => slice_v1(read::<_, SliceShim>(raw, k)?),
         ("discovery.k8s.io/v1beta1", "EndpointSlice") => {
-            slice_v1beta1(read::<_, SliceShim>(&raw, k)?)
+            slice_v1beta1(read::<_, SliceShim>(raw, k)?)
         }
-        ("v1", "Status") => status(read::<_, NoMaps>(&raw, k)?),
+        ("v1", "Status") => status(read::<_, NoMaps>(raw, k)?),
         ("v1", "ServiceList") => {
-            let l: core::ServiceList = read::<_, ListShim<ServiceShim>>(&raw, k)?;
+            let l: core::ServiceList = read::<_, ListShim<ServiceShim>>(raw, k)?;
             list(l.metadata, l.items, service)
         }
         ("v1", "EndpointsList") => {
-            let l: core::EndpointsList = read::<_, ListShim<EndpointsShim>>(&raw, k)?;
+            let l: core::EndpointsList = read::<_, ListShim<EndpointsShim>>(raw, k)?;
             list(l.metadata, l.items, endpoints)
         }
         ("discovery.k8s.io/v1", "EndpointSliceList") => {
-            let l: disc_v1::EndpointSliceList = read::<_, ListShim<SliceShim>>(&raw, k)?;
+            let l: disc_v1::EndpointSliceList = read::<_, ListShim<SliceShim>>(raw, k)?;
             list(l.metadata, l.items, slice_v1)
         }
         ("discovery.k8s.io/v1beta1", "EndpointSliceList") => {
-            let l: disc_v1beta1::EndpointSliceList = read::<_, ListShim<SliceShim>>(&raw, k)?;
+            let l: disc_v1beta1::EndpointSliceList = read::<_, ListShim<SliceShim>>(raw, k)?;
             list(l.metadata, l.items, slice_v1beta1)
         }
         _ => return Err(DecodeError::UnknownKind { api_version, kind }),
     };
+    let mut out = Map::new();
+    out.insert("kind".into(), Value::String(kind));
+    out.insert("apiVersion".into(), Value::String(api_version));
     out.extend(fields);
     Ok(Value::Object(out))
 }

@@ -3,14 +3,14 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use serde_json::{value::RawValue, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::{
     encode::codec::{Codec, Family, Packed},
     kind::ResourceKind,
     object::object_key,
     topology::SERVICE_NAME_LABEL,
-    UpstreamObject,
+    UpstreamBody, UpstreamObject,
 };
 
 /// What the writer keeps of an upstream object between events.
@@ -62,7 +62,7 @@ impl Rv {
 /// dropped (their views are made once, from the object itself).
 pub(super) struct Once {
     /// The object as the API server sent it.
-    pub(super) raw: Arc<RawValue>,
+    pub(super) body: UpstreamBody,
     /// Node labels.
     pub(super) labels: Option<BTreeMap<String, String>>,
     /// Service annotations (for `topologyKeys`).
@@ -72,7 +72,11 @@ pub(super) struct Once {
 impl Once {
     /// The object as JSON, for its view.
     pub(super) fn value(&self) -> Value {
-        parse(self.raw.get().as_bytes())
+        match &self.body {
+            UpstreamBody::Json(raw) => parse(raw.get().as_bytes()),
+            UpstreamBody::Protobuf(value) => Value::clone(value),
+            UpstreamBody::UnreadableProtobuf => Value::Null,
+        }
     }
 }
 
@@ -92,17 +96,17 @@ impl Incoming {
         let meta = obj.metadata;
         let once = match kind {
             ResourceKind::Services => Some(Box::new(Once {
-                raw: obj.raw,
+                body: obj.body,
                 labels: None,
                 annotations: meta.annotations,
             })),
             ResourceKind::Nodes => Some(Box::new(Once {
-                raw: obj.raw,
+                body: obj.body,
                 labels: meta.labels,
                 annotations: None,
             })),
             ResourceKind::ServiceCidrs => Some(Box::new(Once {
-                raw: obj.raw,
+                body: obj.body,
                 labels: None,
                 annotations: None,
             })),
@@ -118,7 +122,7 @@ impl Stored {
         let keep_raw = matches!(kind, ResourceKind::Endpoints | ResourceKind::EndpointSlices);
         Stored {
             rv: Rv::of(obj.upstream_rv()),
-            raw: keep_raw.then(|| codec.pack(Family::upstream(kind), obj.raw.get().as_bytes())),
+            raw: keep_raw.then(|| codec.pack(Family::upstream(kind), obj.json().as_bytes())),
             service: (kind == ResourceKind::EndpointSlices)
                 .then(|| slice_service(obj))
                 .flatten(),

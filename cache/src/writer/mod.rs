@@ -338,11 +338,12 @@ impl Writer {
                     let key = obj.key();
                     self.readable_again(kind, &key);
                     let incoming = Incoming::new(self.cache.codec(), kind, obj);
-                    // Parsed once: its views are made from this copy.
+                    // Parsed once: its views are made from this copy (the
+                    // object's own, unless `incoming` keeps it too).
                     self.parsed = Some(Parsed {
                         kind,
                         key: key.clone(),
-                        value,
+                        value: Arc::try_unwrap(value).unwrap_or_else(|v| Value::clone(&v)),
                     });
                     self.changed(kind, vec![(key, incoming)], Vec::new(), &mut batch);
                     self.parsed = None;

@@ -17,7 +17,7 @@ use crate::{
     kind::{ApiVersion, ResourceKind},
     persist::{Capture, Disk},
     topology::TopologyKeys,
-    Cache, UpstreamObject,
+    Cache, UpstreamBody, UpstreamObject,
 };
 
 /// How often the writer checks whether a snapshot is due.
@@ -162,21 +162,26 @@ pub(super) fn convert(
     to: ApiVersion,
 ) -> watcher::Event<UpstreamObject> {
     let conv = |obj: UpstreamObject| -> UpstreamObject {
-        let Ok(mut value) = serde_json::from_str::<Value>(obj.raw.get()) else {
-            return obj;
+        let mut value = match &obj.body {
+            UpstreamBody::Json(raw) => match serde_json::from_str::<Value>(raw.get()) {
+                Ok(value) => value,
+                Err(_) => return obj,
+            },
+            UpstreamBody::Protobuf(value) => Value::clone(value),
+            UpstreamBody::UnreadableProtobuf => return obj,
         };
         to.convert_slice(&mut value);
-        match serde_json::value::to_raw_value(&value) {
-            Ok(raw) => UpstreamObject {
-                metadata: obj.metadata,
-                raw: Arc::<RawValue>::from(raw),
-                invalid: obj.invalid,
+        let body = match obj.body {
+            UpstreamBody::Json(_) => match serde_json::value::to_raw_value(&value) {
+                Ok(raw) => UpstreamBody::Json(Arc::<RawValue>::from(raw)),
+                Err(e) => {
+                    warn!(error = %e, "cannot convert an EndpointSlice; kept as sent");
+                    return obj;
+                }
             },
-            Err(e) => {
-                warn!(error = %e, "cannot convert an EndpointSlice; kept as sent");
-                obj
-            }
-        }
+            _ => UpstreamBody::Protobuf(Arc::new(value)),
+        };
+        UpstreamObject { body, ..obj }
     };
     match event {
         watcher::Event::Apply(o) => watcher::Event::Apply(conv(o)),

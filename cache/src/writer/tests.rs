@@ -718,7 +718,7 @@ fn another_sites_change_is_no_event_here() {
     let name = key.trim_start_matches("default/");
     let stamped = |eps: &[(&str, &str)], generation: u64, rv: u64| {
         let mut o: Value =
-            serde_json::from_str(slice(name, "servicegrid-demo-svc", eps, rv).raw.get()).unwrap();
+            serde_json::from_str(&slice(name, "servicegrid-demo-svc", eps, rv).json()).unwrap();
         o["metadata"]["generation"] = json!(generation);
         let time = format!("2026-11-28T10:00:{:02}Z", rv % 60);
         o["metadata"]["managedFields"] = json!([{"manager": "kcm", "time": time}]);

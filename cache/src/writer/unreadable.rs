@@ -6,7 +6,7 @@
 //! every other object is taken in as usual, and it is counted
 //! (`upstream_objects_skipped_total`) and logged once per object version.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use serde_json::Value;
 use tracing::{debug, info, warn};
@@ -14,7 +14,7 @@ use tracing::{debug, info, warn};
 use super::Writer;
 use crate::{
     kind::{PerKind, ResourceKind},
-    UpstreamObject,
+    UpstreamBody, UpstreamObject,
 };
 
 /// The objects skipped so far, by key, with the resourceVersion last logged:
@@ -25,7 +25,11 @@ pub(super) struct Skipped(PerKind<HashMap<String, Box<str>>>);
 impl Writer {
     /// `obj` parsed, if it can be served as a `kind`; otherwise it was
     /// counted and logged, and must be skipped.
-    pub(super) fn checked(&mut self, kind: ResourceKind, obj: &UpstreamObject) -> Option<Value> {
+    pub(super) fn checked(
+        &mut self,
+        kind: ResourceKind,
+        obj: &UpstreamObject,
+    ) -> Option<Arc<Value>> {
         match self.readable(kind, obj) {
             Ok(value) => Some(value),
             Err(why) => {
@@ -36,14 +40,21 @@ impl Writer {
     }
 
     /// `obj` parsed, or why it cannot be served as a `kind`.
-    fn readable(&self, kind: ResourceKind, obj: &UpstreamObject) -> Result<Value, String> {
+    fn readable(&self, kind: ResourceKind, obj: &UpstreamObject) -> Result<Arc<Value>, String> {
         if let Some(why) = &obj.invalid {
             return Err(format!("metadata: {why}"));
         }
         if obj.metadata.name.as_deref().unwrap_or("").is_empty() {
             return Err("no metadata.name".to_owned());
         }
-        let value: Value = serde_json::from_str(obj.raw.get()).map_err(|e| e.to_string())?;
+        let raw = match &obj.body {
+            UpstreamBody::Json(raw) => raw,
+            // Written from its kind's typed message: every field has a
+            // place in the typed struct, with its type.
+            UpstreamBody::Protobuf(value) => return Ok(value.clone()),
+            UpstreamBody::UnreadableProtobuf => return Err("unreadable protobuf".to_owned()),
+        };
+        let value: Value = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
         // Read with the typed (k8s-openapi) struct the protobuf encoder
         // uses, as every client will: what it refuses, they would. What it
         // does not know, protobuf would drop.
@@ -51,7 +62,7 @@ impl Writer {
         if !unknown.is_empty() {
             self.cache.protobuf_lossy(kind, &obj.key(), &unknown);
         }
-        Ok(value)
+        Ok(Arc::new(value))
     }
 
     /// Counts and (once per object version) logs that `obj` was skipped.

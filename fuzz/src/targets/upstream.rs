@@ -4,8 +4,11 @@ use kube::{
     core::{Status, WatchEvent},
     runtime::watcher::Event,
 };
+use serde_json::Value;
 use sitegrid_apimachinery::protobuf::{self, Kind};
-use sitegrid_cache::{self as cache, ApiVersion, CacheConfig, ResourceKind, UpstreamObject};
+use sitegrid_cache::{
+    self as cache, ApiVersion, CacheConfig, ResourceKind, UpstreamBody, UpstreamObject,
+};
 
 use crate::text;
 
@@ -75,7 +78,7 @@ pub fn watch_frames(data: &[u8]) {
         match serde_json::from_slice::<WatchEvent<UpstreamObject>>(line) {
             Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => {
                 let _ = (o.key(), o.upstream_rv());
-                let _ = UpstreamObject::from_json(o.raw.get());
+                let _ = UpstreamObject::from_json(&o.json());
             }
             Ok(WatchEvent::Bookmark(b)) => {
                 let _ = b.metadata.resource_version;
@@ -108,23 +111,39 @@ pub fn protobuf(data: &[u8]) {
     }
 }
 
-/// A protobuf answer from upstream read as the JSON the API server would
-/// have sent, as the reflectors read Services and endpoints
-/// (`apimachinery::protobuf::to_json`): byte 0 even, the rest is a whole
-/// answer (an object, a list, a `Status`); odd, a watch stream
-/// (length-prefixed events), cut and read event by event as the proxy's
-/// watch body does, until one does not read. What is written is JSON that kube-runtime
-/// then decodes: each line as a watch event, each object as the proxy keeps it.
+/// A protobuf answer from upstream read as the reflectors read Services
+/// and endpoints: byte 0 even, the rest is a whole answer (an object, a
+/// list, a `Status`); odd, a watch stream (length-prefixed events), cut and
+/// read event by event as the proxy's watch body does, until one does not
+/// read. Each is written as JSON with its objects carried
+/// (`apimachinery::protobuf::to_json::answer_carried`,
+/// `watch_event_carried`), which kube-runtime then decodes into the proxy's
+/// `UpstreamObject`s, decoding each carried object there. Invariants: what
+/// is written is JSON; a carried object that decodes is what the whole
+/// conversion (`answer`, `watch_event`) writes for it.
 pub fn protobuf_answer(data: &[u8]) {
     let Some((&pick, wire)) = data.split_first() else {
         return;
     };
     if pick % 2 == 0 {
-        if let Ok(json) = protobuf::to_json::answer(wire) {
-            let value: serde_json::Value =
-                serde_json::from_slice(&json).expect("the answer read is JSON");
-            for item in value["items"].as_array().into_iter().flatten() {
-                let _ = UpstreamObject::from_json(&item.to_string());
+        let Ok(json) = protobuf::to_json::answer_carried(wire) else {
+            return;
+        };
+        let value: Value = serde_json::from_slice(&json).expect("the answer read is JSON");
+        let whole = protobuf::to_json::answer(wire)
+            .ok()
+            .map(|j| serde_json::from_slice::<Value>(&j).expect("the whole answer is JSON"));
+        let expected = whole.as_ref().and_then(|w| w["items"].as_array());
+        for (i, item) in value["items"].as_array().into_iter().flatten().enumerate() {
+            let o = UpstreamObject::from_json(&item.to_string()).expect("any JSON value decodes");
+            let _ = (o.key(), o.upstream_rv());
+            if let (UpstreamBody::Protobuf(v), Some(expected)) = (&o.body, expected) {
+                let mut v = Value::clone(v);
+                if let Some(m) = v.as_object_mut() {
+                    m.shift_remove("kind");
+                    m.shift_remove("apiVersion");
+                }
+                assert_eq!(Some(&v), expected.get(i), "item {i} carried and decoded");
             }
         }
         return;
@@ -132,17 +151,25 @@ pub fn protobuf_answer(data: &[u8]) {
     let mut buf = bytes::BytesMut::from(wire);
     let mut events = sitegrid_proxy::upstream::protobuf::watch_events();
     while let Ok(Some(frame)) = tokio_util::codec::Decoder::decode(&mut events, &mut buf) {
-        let Ok(line) = protobuf::to_json::watch_event(&frame) else {
+        let Ok(line) = protobuf::to_json::watch_event_carried(&frame) else {
             break;
         };
+        let whole = protobuf::to_json::watch_event(&frame)
+            .ok()
+            .map(|j| serde_json::from_slice::<Value>(&j).expect("the whole event is JSON"));
         match serde_json::from_slice::<WatchEvent<UpstreamObject>>(&line) {
             Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => {
                 let _ = (o.key(), o.upstream_rv());
+                if let (UpstreamBody::Protobuf(v), Some(whole)) = (&o.body, &whole) {
+                    assert_eq!(
+                        **v, whole["object"],
+                        "the event's object carried and decoded"
+                    );
+                }
             }
             Ok(_) => {}
             Err(_) => {
-                let _: serde_json::Value =
-                    serde_json::from_slice(&line).expect("the event read is JSON");
+                let _: Value = serde_json::from_slice(&line).expect("the event read is JSON");
             }
         }
     }

@@ -1,15 +1,21 @@
 //! Reading Services, Endpoints and EndpointSlices from upstream in
 //! protobuf, about half the bytes of JSON (what kube-proxy reads too): the
 //! reflectors' requests for them offer protobuf first, and an answer in
-//! protobuf is turned into the JSON the API server would have sent
-//! (`sitegrid_apimachinery::protobuf::to_json`) before kube-client reads
-//! it, a list whole, a watch event by event. An upstream that answers JSON
-//! (a CRD-backed server, an old proxy) is read as it is.
+//! protobuf is handed to kube-client as JSON whose objects are carried
+//! (`sitegrid_apimachinery::protobuf::to_json`): each a string holding the
+//! object's protobuf, decoded once, into the JSON value the API server
+//! would have sent, where kube-client builds the proxy's `UpstreamObject`
+//! (a list whole, a watch event by event). No object is written as JSON and
+//! parsed back. An upstream that answers JSON (a CRD-backed server, an old
+//! proxy) is read as it is.
 //!
-//! A resource whose answer does not read completely (fields this build's
+//! A resource whose objects do not decode completely (fields this build's
 //! messages do not know: a newer API server's) is read in JSON from then
-//! on, until the process restarts; the answer that showed it fails, so the
-//! reflector lists or re-watches from its last version and loses nothing.
+//! on, until the process restarts: the reflector that finds such an object
+//! says so ([`ProtobufLayer::unreadable`]) and lists that resource again,
+//! in JSON, before it hands on anything after it, so nothing is lost. An
+//! answer whose envelope, list or event framing does not read fails, and
+//! the reflector lists or re-watches from its last version, in JSON.
 //! Nodes and ServiceCIDRs stay JSON: a node proxy watches one Node, and
 //! ServiceCIDRs rarely change.
 
@@ -28,7 +34,7 @@ use http::{header, HeaderValue, Request, Response};
 use http_body::{Body, Frame};
 use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use sitegrid_apimachinery::protobuf::{self, to_json};
-use sitegrid_cache::{Cache, ResourceKind};
+use sitegrid_cache::{ApiVersion, Cache, ResourceKind};
 use tokio_util::codec::{Decoder, LengthDelimitedCodec};
 use tower::{Layer, Service};
 use tracing::warn;
@@ -91,6 +97,38 @@ impl ProtobufLayer {
             cache,
         }
     }
+}
+
+impl ProtobufLayer {
+    /// An object of `kind` read from protobuf (EndpointSlices in `version`)
+    /// did not decode completely, for the reason `why`: that resource is
+    /// read in JSON from now on. True if it was read in protobuf until now:
+    /// then the reflector lists it again, and hands on nothing of the
+    /// stream it found the object in.
+    pub fn unreadable(&self, kind: ResourceKind, version: ApiVersion, why: &str) -> bool {
+        let which = match kind {
+            ResourceKind::Services => 0,
+            ResourceKind::Endpoints => 1,
+            ResourceKind::EndpointSlices if version == ApiVersion::V1 => 2,
+            ResourceKind::EndpointSlices => 3,
+            _ => return false,
+        };
+        self.enabled && go_json(&self.json_only, which, &why)
+    }
+}
+
+/// Marks `RESOURCES[which]` JSON-only, logging why the first time; true if
+/// it was not before.
+fn go_json(json_only: &[AtomicBool; 4], which: usize, why: &dyn std::fmt::Display) -> bool {
+    let first = !json_only[which].swap(true, Ordering::Relaxed);
+    if first {
+        warn!(
+            resource = RESOURCES[which].0,
+            error = %why,
+            "cannot read this resource's protobuf completely; reading it in JSON from now on"
+        );
+    }
+    first
 }
 
 impl<S> Layer<S> for ProtobufLayer {
@@ -182,7 +220,7 @@ where
                 return Ok(Response::from_parts(parts, body.boxed_unsync()));
             }
             let wire = body.collect().await.map_err(Into::into)?.to_bytes();
-            let json = to_json::answer(&wire).map_err(|e| fallback.failed(e))?;
+            let json = to_json::answer_carried(&wire).map_err(|e| fallback.failed(e))?;
             Ok(Response::from_parts(
                 parts,
                 Full::new(Bytes::from(json))
@@ -202,19 +240,13 @@ struct Fallback {
 
 impl Fallback {
     fn failed(&self, e: to_json::DecodeError) -> BoxError {
-        if !self.json_only[self.which].swap(true, Ordering::Relaxed) {
-            warn!(
-                resource = RESOURCES[self.which].0,
-                error = %e,
-                "cannot read this resource's protobuf completely; reading it in JSON from now on"
-            );
-        }
+        go_json(&self.json_only, self.which, &e);
         Box::new(e)
     }
 }
 
 /// A protobuf watch stream read as JSON lines: each complete event of what
-/// has arrived becomes one line.
+/// has arrived becomes one line, its object carried.
 struct WatchBody<B> {
     inner: B,
     buf: BytesMut,
@@ -250,7 +282,7 @@ where
                         return Poll::Ready(Some(Err(e.into())));
                     }
                 };
-                match to_json::watch_event(&frame) {
+                match to_json::watch_event_carried(&frame) {
                     Ok(line) => {
                         lines.extend_from_slice(&line);
                         lines.push(b'\n');
@@ -294,8 +326,10 @@ mod tests {
 
     use super::*;
     use http_body_util::StreamBody;
+    use kube::core::{ObjectList, WatchEvent};
     use serde_json::{json, Value};
     use sitegrid_apimachinery::protobuf::Kind;
+    use sitegrid_cache::{UpstreamBody, UpstreamObject};
 
     fn service_json(name: &str, rv: &str) -> Value {
         json!({"metadata": {"name": name, "namespace": "default", "resourceVersion": rv,
@@ -379,14 +413,47 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(content_type, "application/json");
-        let list: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(
-            list,
-            json!({"kind": "ServiceList", "apiVersion": "v1",
-                "metadata": {"resourceVersion": "12", "continue": "token", "remainingItemCount": 3},
-                "items": items})
-        );
+        let list: ObjectList<UpstreamObject> = serde_json::from_slice(&body).unwrap();
+        assert_eq!(list.metadata.resource_version.as_deref(), Some("12"));
+        assert_eq!(list.metadata.continue_.as_deref(), Some("token"));
+        assert_eq!(list.metadata.remaining_item_count, Some(3));
+        let read: Vec<(String, Value)> = list
+            .items
+            .iter()
+            .map(|o| (o.upstream_rv().to_owned(), decoded(o)))
+            .collect();
+        let expected: Vec<(String, Value)> = items
+            .iter()
+            .map(|i| {
+                (
+                    i["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
+                    typed("Service", i),
+                )
+            })
+            .collect();
+        assert_eq!(read, expected);
         assert_eq!(*accepts.lock().unwrap(), [ACCEPT]);
+    }
+
+    /// `o` as the JSON value it was decoded into from protobuf.
+    fn decoded(o: &UpstreamObject) -> Value {
+        match &o.body {
+            UpstreamBody::Protobuf(v) => Value::clone(v),
+            other => panic!("{} was not decoded from protobuf: {other:?}", o.key()),
+        }
+    }
+
+    /// `o` as a watch event's object: with its `kind` and `apiVersion`.
+    fn typed(kind: &str, o: &Value) -> Value {
+        let mut object = json!({"kind": kind, "apiVersion": "v1"});
+        object
+            .as_object_mut()
+            .unwrap()
+            .extend(o.as_object().unwrap().clone());
+        object
     }
 
     #[tokio::test]
@@ -411,49 +478,35 @@ mod tests {
         )
         .await
         .unwrap();
-        let lines: Vec<Value> = std::str::from_utf8(&body)
+        let read: Vec<(String, Value)> = std::str::from_utf8(&body)
             .unwrap()
             .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        let expected: Vec<Value> = events
-            .iter()
-            .map(|(t, o)| {
-                let mut object = json!({"kind": "Service", "apiVersion": "v1"});
-                object
-                    .as_object_mut()
-                    .unwrap()
-                    .extend(o.as_object().unwrap().clone());
-                json!({"type": t, "object": object})
+            .map(|l| match serde_json::from_str(l).unwrap() {
+                WatchEvent::Added(o) => ("ADDED".to_owned(), decoded(&o)),
+                WatchEvent::Modified(o) => ("MODIFIED".to_owned(), decoded(&o)),
+                other => panic!("{other:?}"),
             })
             .collect();
-        assert_eq!(lines, expected);
+        let expected: Vec<(String, Value)> = events
+            .iter()
+            .map(|(t, o)| (t.to_string(), typed("Service", o)))
+            .collect();
+        assert_eq!(read, expected);
     }
 
     #[tokio::test]
-    async fn an_answer_that_does_not_read_completely_fails_and_the_resource_goes_json() {
-        // A Service whose spec carries field 16 (1.20's topologyKeys), which
-        // this build's message does not have.
-        let mut spec = Vec::new();
-        prost::encoding::string::encode(16, &"location".to_owned(), &mut spec);
-        let mut service = Vec::new();
-        prost::encoding::bytes::encode(2, &spec, &mut service);
-        let wire = protobuf::list(
-            "v1",
-            "ServiceList",
-            &protobuf::list_meta("12", "", None),
-            [service.as_slice()].into_iter(),
-        );
+    async fn an_answer_that_does_not_read_fails_and_the_resource_goes_json() {
+        let broken = Bytes::from_static(b"k8s\0\xff\xff\xff");
         let json_list = Bytes::from_static(br#"{"kind":"ServiceList","items":[]}"#);
         let (mut svc, accepts) = client(vec![
-            (protobuf::MEDIA_TYPE, vec![wire]),
+            (protobuf::MEDIA_TYPE, vec![broken]),
             ("application/json", vec![json_list.clone()]),
             ("application/json", vec![]),
         ]);
         let err = read(&mut svc, "https://api/api/v1/services")
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("no place for"), "{err}");
+        assert!(err.to_string().contains("malformed"), "{err}");
         let (_, body) = read(&mut svc, "https://api/api/v1/services").await.unwrap();
         assert_eq!(body, json_list, "JSON passes as it came");
         // Other resources still offer protobuf.
@@ -464,6 +517,132 @@ mod tests {
         assert_eq!(accepts[0], ACCEPT);
         assert_eq!(accepts[1], "", "the Services are read in JSON now");
         assert_eq!(accepts[2], ACCEPT);
+    }
+
+    /// A Service whose spec carries field 16 (1.20's `topologyKeys`),
+    /// which this build's message does not have.
+    fn service_with_topology_keys(name: &str) -> Vec<u8> {
+        let mut spec = Vec::new();
+        prost::encoding::string::encode(16, &"location".to_owned(), &mut spec);
+        let mut meta = Vec::new();
+        prost::encoding::string::encode(1, &name.to_owned(), &mut meta);
+        prost::encoding::string::encode(3, &"default".to_owned(), &mut meta);
+        prost::encoding::string::encode(6, &"8".to_owned(), &mut meta);
+        let mut service = Vec::new();
+        prost::encoding::bytes::encode(1, &meta, &mut service);
+        prost::encoding::bytes::encode(2, &spec, &mut service);
+        service
+    }
+
+    #[tokio::test]
+    async fn an_object_that_does_not_decode_completely_is_listed_again_in_json_and_nothing_after_it_handed_on(
+    ) {
+        use http_body_util::combinators::UnsyncBoxBody;
+        use sitegrid_cache::{CacheConfig, WriterInput};
+        use std::convert::Infallible;
+
+        let messages = [
+            message(&service_json("a", "7")),
+            service_with_topology_keys("b"),
+            message(&service_json("c", "9")),
+        ];
+        let wire = protobuf::list(
+            "v1",
+            "ServiceList",
+            &protobuf::list_meta("12", "", None),
+            messages.iter().map(Vec::as_slice),
+        );
+        let mut b = service_json("b", "8");
+        b["spec"]["topologyKeys"] = json!(["location"]);
+        let json_list = json!({"kind": "ServiceList", "apiVersion": "v1",
+            "metadata": {"resourceVersion": "12"},
+            "items": [service_json("a", "7"), b, service_json("c", "9")]});
+        let accepts: Accepts = Arc::default();
+        let seen = accepts.clone();
+        let lists = Arc::new(Mutex::new(
+            vec![
+                (protobuf::MEDIA_TYPE, wire),
+                ("application/json", Bytes::from(json_list.to_string())),
+            ]
+            .into_iter(),
+        ));
+        // Lists in turn; every watch stays open, silent.
+        let upstream = tower::service_fn(move |req: Request<kube::client::Body>| {
+            let accept = req
+                .headers()
+                .get(header::ACCEPT)
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default();
+            seen.lock().unwrap().push(accept);
+            let watch = req.uri().query().unwrap_or("").contains("watch=true");
+            let (content_type, body): (&str, UnsyncBoxBody<Bytes, Infallible>) = if watch {
+                let never = futures::stream::pending::<Result<Frame<Bytes>, Infallible>>();
+                ("application/json", StreamBody::new(never).boxed_unsync())
+            } else {
+                let (content_type, wire) = lists.lock().unwrap().next().expect("two lists");
+                (content_type, Full::new(wire).boxed_unsync())
+            };
+            async move {
+                Ok::<_, Infallible>(
+                    Response::builder()
+                        .header(header::CONTENT_TYPE, content_type)
+                        .body(body)
+                        .unwrap(),
+                )
+            }
+        });
+        let layer = ProtobufLayer::new(true, None);
+        let client = kube::Client::new(layer.layer(upstream), "default");
+        let (cache, _slot) = sitegrid_cache::new(CacheConfig::default());
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let reflector = tokio::spawn(async move {
+            crate::upstream::sync::reflect(
+                client,
+                &layer,
+                ResourceKind::Services,
+                ApiVersion::V1,
+                tx,
+                cache,
+            )
+            .await
+        });
+        let mut handed = Vec::new();
+        while handed.last().map(String::as_str) != Some("InitDone") {
+            let Some(WriterInput::Upstream((_, event))) = rx.recv().await else {
+                panic!("the reflector stopped after {handed:?}");
+            };
+            let read = |o: &UpstreamObject| match o.body {
+                UpstreamBody::Json(_) => format!("{} json", o.key()),
+                UpstreamBody::Protobuf(_) => format!("{} protobuf", o.key()),
+                UpstreamBody::UnreadableProtobuf => format!("{} unreadable", o.key()),
+            };
+            handed.push(match event {
+                kube::runtime::watcher::Event::Init => "Init".to_owned(),
+                kube::runtime::watcher::Event::InitApply(o) => format!("InitApply {}", read(&o)),
+                kube::runtime::watcher::Event::InitDone => "InitDone".to_owned(),
+                other => format!("{other:?}"),
+            });
+        }
+        reflector.abort();
+        assert_eq!(
+            handed,
+            [
+                "Init",
+                "InitApply default/a protobuf",
+                // b did not decode: nothing more of that list; all of it again.
+                "Init",
+                "InitApply default/a json",
+                "InitApply default/b json",
+                "InitApply default/c json",
+                "InitDone"
+            ]
+        );
+        let accepts = accepts.lock().unwrap();
+        assert_eq!(accepts[0], ACCEPT);
+        assert!(
+            !accepts[1].contains("protobuf"),
+            "the second list is read in JSON: {accepts:?}"
+        );
     }
 
     #[test]

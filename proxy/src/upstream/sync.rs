@@ -13,13 +13,17 @@ use tokio::{
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, error, info, warn};
 
+use kube::runtime::watcher;
 use sitegrid_cache::{
-    ApiVersion, Cache, LocalPod, Locality, ResourceKind, WriterInput, WriterSlot,
+    ApiVersion, Cache, LocalPod, Locality, ResourceKind, UpstreamBody, UpstreamObject, WriterInput,
+    WriterSlot,
 };
 
 use super::{
     errors::{self, ErrorStreak},
-    membership, reflector,
+    membership,
+    protobuf::ProtobufLayer,
+    reflector,
 };
 
 /// How long past its `timeoutSeconds` an upstream watch may stay silent
@@ -74,16 +78,15 @@ impl SyncThread {
                 runtime.block_on(async move {
                     // The client (its connection pool) lives on this runtime.
                     let settings = *slot.cache().config();
+                    let protobuf =
+                        ProtobufLayer::new(settings.upstream_protobuf, Some(slot.cache().clone()));
                     // A watch asked to end after `watch_timeout` and silent for
                     // 2 s more has stalled (kube-runtime's own guard is at 5 s).
                     let client = match super::client::reflector_client(
                         &config,
                         settings.list_timeout,
                         settings.watch_timeout + WATCH_IDLE_MARGIN,
-                        super::protobuf::ProtobufLayer::new(
-                            settings.upstream_protobuf,
-                            Some(slot.cache().clone()),
-                        ),
+                        protobuf.clone(),
                         Some(slot.cache().clone()),
                     ) {
                         Ok(client) => {
@@ -95,7 +98,7 @@ impl SyncThread {
                             return;
                         }
                     };
-                    run(client, slot, locality, stopped, local).await;
+                    run(client, protobuf, slot, locality, stopped, local).await;
                     debug!("sync stopped");
                 });
                 let _ = done_tx.send(());
@@ -130,8 +133,10 @@ impl SyncThread {
 /// the writer writes its last snapshot before this returns. A cache
 /// restored from a snapshot has its writer from the start, so that what the
 /// kubelet reports while the API server is unreachable (`local`) is served.
+/// `protobuf`: the layer of `client` that reads protobuf.
 pub async fn run(
     client: kube::Client,
+    protobuf: ProtobufLayer,
     slot: WriterSlot,
     locality: Locality,
     stop: CancellationToken,
@@ -188,6 +193,7 @@ pub async fn run(
             continue;
         }
         let (client, tx, cache) = (client.clone(), tx.clone(), cache.clone());
+        let protobuf = protobuf.clone();
         if ResourceKind::ONLY_ON_DEMAND.contains(&kind) {
             tasks.spawn(reflect_discovered(client, kind, tx, cache));
             continue;
@@ -208,7 +214,7 @@ pub async fn run(
                     .synced(&[ResourceKind::Services, ResourceKind::Nodes])
                     .await;
             }
-            reflect(client, kind, slice_version, tx, cache).await
+            reflect(client, &protobuf, kind, slice_version, tx, cache).await
         });
     }
     drop(tx);
@@ -264,7 +270,8 @@ async fn reflect_discovered(
                     continue;
                 };
                 info!(resource = %kind, version = version.as_str(), "first request; syncing");
-                return reflect(client, kind, *version, tx, cache).await;
+                let json = ProtobufLayer::new(false, None);
+                return reflect(client, &json, kind, *version, tx, cache).await;
             }
             Err(err) => {
                 let reason = errors::client_reason(&err);
@@ -303,9 +310,13 @@ async fn served_versions(
 }
 
 /// One kind's list/watch in `version`, forwarded to the writer; errors are
-/// counted (by reason), logged once per streak, and retried.
-async fn reflect(
+/// counted (by reason), logged once per streak, and retried. An object read
+/// from protobuf that does not decode completely is not forwarded, nor
+/// anything after it: the resource is read in JSON from then on
+/// (`protobuf`), listed again from the start.
+pub(super) async fn reflect(
     client: kube::Client,
+    protobuf: &ProtobufLayer,
     kind: ResourceKind,
     version: ApiVersion,
     tx: mpsc::Sender<WriterInput>,
@@ -313,20 +324,39 @@ async fn reflect(
 ) {
     let resource = kind.api_resource(version);
     let watch_timeout = cache.config().watch_timeout;
-    let mut events = std::pin::pin!(reflector::watch(client, &resource, watch_timeout));
     let mut errors = ErrorStreak::new(kind);
-    while let Some(item) = events.next().await {
-        match item {
-            Ok(event) => {
-                errors.over(&cache);
-                if tx.send((kind, event).into()).await.is_err() {
-                    debug!(resource = %kind, "writer gone; reflector stops");
-                    return;
+    loop {
+        let mut events = std::pin::pin!(reflector::watch(client.clone(), &resource, watch_timeout));
+        while let Some(item) = events.next().await {
+            match item {
+                Ok(event) => {
+                    errors.over(&cache);
+                    if let Some(why) = unreadable_protobuf(&event) {
+                        if protobuf.unreadable(kind, version, why) {
+                            break;
+                        }
+                    }
+                    if tx.send((kind, event).into()).await.is_err() {
+                        debug!(resource = %kind, "writer gone; reflector stops");
+                        return;
+                    }
                 }
+                // The backoff stream retries by itself; the cache keeps serving meanwhile.
+                Err(err) => errors.failed(&cache, &err),
             }
-            // The backoff stream retries by itself; the cache keeps serving meanwhile.
-            Err(err) => errors.failed(&cache, &err),
         }
+    }
+}
+
+/// Why the object of `event`, read from protobuf, does not decode, if so.
+fn unreadable_protobuf(event: &watcher::Event<UpstreamObject>) -> Option<&str> {
+    match event {
+        watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)
+            if matches!(o.body, UpstreamBody::UnreadableProtobuf) =>
+        {
+            Some(o.invalid.as_deref().unwrap_or("unreadable"))
+        }
+        _ => None,
     }
 }
 

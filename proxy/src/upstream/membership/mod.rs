@@ -49,7 +49,8 @@ use tokio::{
 use tracing::{debug, info};
 
 use sitegrid_cache::{
-    ApiVersion, Cache, Locality, NodeScopes, ResourceKind, UpstreamObject, WriterInput,
+    ApiVersion, Cache, Locality, NodeScopes, ResourceKind, UpstreamBody, UpstreamObject,
+    WriterInput,
 };
 
 use super::{errors::ErrorStreak, reflector};
@@ -424,9 +425,11 @@ fn slim(meta: PartialObjectMeta<UpstreamObject>) -> UpstreamObject {
     let value = json!({"kind": "Node", "apiVersion": "v1", "metadata": metadata});
     UpstreamObject {
         // A JSON value always has a text form.
-        raw: serde_json::value::to_raw_value(&value)
-            .map(Arc::from)
-            .unwrap_or_else(|_| Arc::from(RawValue::NULL.to_owned())),
+        body: UpstreamBody::Json(
+            serde_json::value::to_raw_value(&value)
+                .map(Arc::from)
+                .unwrap_or_else(|_| Arc::from(RawValue::NULL.to_owned())),
+        ),
         metadata,
         invalid: None,
     }

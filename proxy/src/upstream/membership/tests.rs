@@ -120,7 +120,7 @@ fn lists_the_local_node_and_its_sites_nodes_once_everything_is_known() {
     let (m, _) = listed_bj1();
     // The writer got the local node whole (its status too) and bj-2's labels.
     let sent = m.sent.get("bj-1").unwrap();
-    assert!(sent.1.raw.get().contains("\"status\""));
+    assert!(sent.1.json().contains("\"status\""));
     assert_eq!(
         m.sent.get("bj-2").unwrap().0,
         Sent::Labels(BTreeMap::from([
@@ -352,7 +352,7 @@ fn slim_keeps_name_uid_version_and_labels_only() {
         },
     };
     let o = slim(meta);
-    let v: serde_json::Value = serde_json::from_str(o.raw.get()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&o.json()).unwrap();
     assert_eq!(
         v,
         json!({"kind": "Node", "apiVersion": "v1", "metadata": {
