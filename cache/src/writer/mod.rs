@@ -44,6 +44,10 @@ use unreadable::Skipped;
 pub use local::LocalPod;
 use local::LocalPods;
 
+/// The most upstream events committed together (`Writer::handle_waiting`): a
+/// batch's changes are looked up linearly while it is built.
+const BATCH: usize = 64;
+
 /// What a reflector hands the writer.
 pub type UpstreamEvent = (ResourceKind, watcher::Event<UpstreamObject>);
 
@@ -213,7 +217,7 @@ impl Writer {
         loop {
             tokio::select! {
                 event = rx.recv() => match event {
-                    Some(WriterInput::Upstream((kind, event))) => self.handle(kind, event),
+                    Some(WriterInput::Upstream(first)) => self.handle_waiting(first, &mut rx),
                     Some(WriterInput::NodeScopes(scopes)) => self.scopes_covered(scopes),
                     Some(WriterInput::SliceVersion(version)) => self.slice_version(version),
                     None => break,
@@ -298,8 +302,49 @@ impl Writer {
         }
     }
 
+    /// Applies `first` and the upstream events already waiting behind it
+    /// (up to [`BATCH`]), then commits what they changed at once: each
+    /// watcher is woken once for all of them and sends them in one write.
+    /// Nothing waits for more to arrive. Another input waiting ends the
+    /// batch and is handled after its commit.
+    fn handle_waiting(&mut self, first: UpstreamEvent, rx: &mut mpsc::Receiver<WriterInput>) {
+        let mut batch = Batch::default();
+        let (kind, event) = first;
+        self.apply(kind, event, &mut batch);
+        let mut after = None;
+        for _ in 1..BATCH {
+            match rx.try_recv() {
+                Ok(WriterInput::Upstream((kind, event))) => self.apply(kind, event, &mut batch),
+                Ok(other) => {
+                    after = Some(other);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        self.commit(batch);
+        match after {
+            Some(WriterInput::NodeScopes(scopes)) => self.scopes_covered(scopes),
+            Some(WriterInput::SliceVersion(version)) => self.slice_version(version),
+            Some(WriterInput::Upstream((kind, event))) => self.handle(kind, event),
+            None => {}
+        }
+    }
+
     /// Applies one upstream event and commits what it changed.
     pub fn handle(&mut self, kind: ResourceKind, event: watcher::Event<UpstreamObject>) {
+        let mut batch = Batch::default();
+        self.apply(kind, event, &mut batch);
+        self.commit(batch);
+    }
+
+    /// Applies one upstream event to `batch`.
+    fn apply(
+        &mut self,
+        kind: ResourceKind,
+        event: watcher::Event<UpstreamObject>,
+        batch: &mut Batch,
+    ) {
         let metrics = self.cache.metrics();
         match &event {
             watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitApply(_) => {
@@ -313,7 +358,6 @@ impl Writer {
             Some(to) if kind == ResourceKind::EndpointSlices => persisting::convert(event, to),
             _ => event,
         };
-        let mut batch = Batch::default();
         match event {
             watcher::Event::Init => {
                 self.upstream[kind].relist = Some(BTreeMap::new());
@@ -331,7 +375,7 @@ impl Writer {
                     buf.insert(obj.key(), Incoming::new(self.cache.codec(), kind, obj));
                 }
             },
-            watcher::Event::InitDone => self.relisted(kind, &mut batch),
+            watcher::Event::InitDone => self.relisted(kind, batch),
             watcher::Event::Apply(obj) => match self.checked(kind, &obj) {
                 None => self.keep_last_good(kind, &obj),
                 Some(value) => {
@@ -345,7 +389,7 @@ impl Writer {
                         key: key.clone(),
                         value: Arc::try_unwrap(value).unwrap_or_else(|v| Value::clone(&v)),
                     });
-                    self.changed(kind, vec![(key, incoming)], Vec::new(), &mut batch);
+                    self.changed(kind, vec![(key, incoming)], Vec::new(), batch);
                     self.parsed = None;
                 }
             },
@@ -362,10 +406,9 @@ impl Writer {
                     .objects
                     .remove(key.as_str())
                     .unwrap_or_else(|| Stored::of(self.cache.codec(), kind, &obj));
-                self.changed(kind, Vec::new(), vec![(key, old)], &mut batch);
+                self.changed(kind, Vec::new(), vec![(key, old)], batch);
             }
         }
-        self.commit(batch);
     }
 
     /// An unreadable object arrived: its last good version, if any, stays

@@ -988,3 +988,96 @@ fn the_kubelets_word_then_the_api_servers_view_reach_resumed_watches_in_order() 
     assert_eq!(resumed(back), all[2..]);
     assert_eq!(resumed(caught_up), []);
 }
+
+/// What a watch of each kind resumed from `since` is told, and what each
+/// kind serves: (kind, type, key, rv, body) in order.
+fn told_and_served(cache: &Cache, since: u64) -> Vec<(ResourceKind, String, String, u64, Value)> {
+    let body = |v: &crate::View, kind: ResourceKind| {
+        v.body(cache.codec(), ApiVersion::V1, cache.native(kind))
+            .to_value()
+    };
+    let mut out = Vec::new();
+    for kind in [Nodes, Services, Endpoints, EndpointSlices] {
+        let sub = cache.store(kind).subscribe(Some(since)).unwrap();
+        for e in &sub.replay {
+            out.push((
+                kind,
+                format!("{:?}", e.event_type),
+                e.object.key().to_owned(),
+                e.rv,
+                body(&e.object, kind),
+            ));
+        }
+        for v in cache.store(kind).snapshot("").0 {
+            out.push((
+                kind,
+                "served".into(),
+                v.key().to_owned(),
+                v.rv,
+                body(&v, kind),
+            ));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn events_taken_together_serve_and_tell_watches_what_they_would_one_by_one() {
+    let script = || {
+        vec![
+            (Nodes, W::Apply(node("gz-2", "beijing", 20))),
+            (
+                Endpoints,
+                W::Apply(endpoints("plain-echo", &[("10.0.0.81", "bj-2")], 21)),
+            ),
+            // The same object twice in one batch, the second a no-op.
+            (
+                Endpoints,
+                W::Apply(endpoints("plain-echo", &[("10.0.0.99", "bj-2")], 22)),
+            ),
+            (
+                Endpoints,
+                W::Apply(endpoints("plain-echo", &[("10.0.0.99", "bj-2")], 23)),
+            ),
+            (
+                Services,
+                W::Apply(service("servicegrid-demo-svc", None, 24)),
+            ),
+            // A relist in the middle: one slice gone, the rest as they were.
+            (EndpointSlices, W::Init),
+            (
+                EndpointSlices,
+                W::InitApply(world(EndpointSlices).remove(0)),
+            ),
+            (EndpointSlices, W::InitDone),
+            (Nodes, W::Delete(node("gz-3", "guangzhou", 25))),
+            (
+                Services,
+                W::Apply(service("servicegrid-demo-svc", Some("location"), 26)),
+            ),
+        ]
+    };
+    // One by one.
+    let (one_by_one, mut p) = writer("bj-1");
+    two_sites(&mut p);
+    let since = *one_by_one.0.clock.borrow();
+    for (kind, event) in script() {
+        p.handle(kind, event);
+    }
+    // All waiting when the writer runs: taken and committed together (the
+    // same key twice, a relist, a Service and the node labels its views
+    // depend on, in one batch).
+    let (together, mut q) = writer("bj-1");
+    two_sites(&mut q);
+    assert_eq!(*together.0.clock.borrow(), since);
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    for (kind, event) in script() {
+        tx.try_send((kind, event).into()).unwrap();
+    }
+    drop(tx);
+    q.run(rx, None).await;
+    let told = told_and_served(&one_by_one, since);
+    let events = told.iter().filter(|(_, t, ..)| t != "served").count();
+    assert!(events >= 5, "the script changes views: {told:?}");
+    assert_eq!(told_and_served(&together, since), told);
+}
