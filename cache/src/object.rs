@@ -49,6 +49,10 @@ pub enum UpstreamBody {
     /// kind's types by construction: every field has a place in the typed
     /// message it came from.
     Protobuf(Arc<Value>),
+    /// The same, read as a list's item and kept as its JSON text until it
+    /// is used: a list is read a page at a time and mostly stored, and a
+    /// page's decoded values would take several times the memory.
+    ProtobufText(Arc<RawValue>),
     /// A carried object that does not decode completely: fields this build
     /// does not know (a newer API server's), or broken bytes. The reflector
     /// reads its resource in JSON instead; `invalid` says why.
@@ -79,7 +83,7 @@ impl UpstreamObject {
     /// `null` if it could not be read).
     pub fn json(&self) -> Cow<'_, str> {
         match &self.body {
-            UpstreamBody::Json(raw) => Cow::Borrowed(raw.get()),
+            UpstreamBody::Json(raw) | UpstreamBody::ProtobufText(raw) => Cow::Borrowed(raw.get()),
             UpstreamBody::Protobuf(value) => Cow::Owned(value.to_string()),
             UpstreamBody::UnreadableProtobuf => Cow::Borrowed("null"),
         }
@@ -89,7 +93,9 @@ impl UpstreamObject {
     /// from protobuf.
     pub fn value(&self) -> Result<Value, serde_json::Error> {
         match &self.body {
-            UpstreamBody::Json(raw) => serde_json::from_str(raw.get()),
+            UpstreamBody::Json(raw) | UpstreamBody::ProtobufText(raw) => {
+                serde_json::from_str(raw.get())
+            }
             UpstreamBody::Protobuf(value) => Ok(Value::clone(value)),
             UpstreamBody::UnreadableProtobuf => Ok(Value::Null),
         }
@@ -129,7 +135,7 @@ impl<'de> Deserialize<'de> for UpstreamObject {
 
 /// A carried object decoded, if `json` is one: a JSON string beginning with
 /// the prefix (base64 needs no escapes).
-fn carried(json: &str) -> Option<Result<Value, protobuf::to_json::DecodeError>> {
+fn carried(json: &str) -> Option<protobuf::to_json::Carried> {
     let text = json.strip_prefix('"')?.strip_suffix('"')?;
     if text.contains('\\') {
         return None;
@@ -137,19 +143,31 @@ fn carried(json: &str) -> Option<Result<Value, protobuf::to_json::DecodeError>> 
     protobuf::to_json::carried_value(text)
 }
 
-/// A carried object, decoded: its metadata taken from the value.
-fn from_protobuf(decoded: Result<Value, protobuf::to_json::DecodeError>) -> UpstreamObject {
-    match decoded {
-        Ok(value) => UpstreamObject {
-            metadata: value.get("metadata").map(meta_of).unwrap_or_default(),
-            body: UpstreamBody::Protobuf(Arc::new(value)),
-            invalid: None,
+/// A carried object, decoded: its metadata taken from the value; a list's
+/// item kept as text.
+fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
+    let value = match carried.value {
+        Ok(value) => value,
+        Err(e) => {
+            return UpstreamObject {
+                metadata: ObjectMeta::default(),
+                body: UpstreamBody::UnreadableProtobuf,
+                invalid: Some(Arc::from(e.to_string())),
+            }
+        }
+    };
+    let metadata = value.get("metadata").map(meta_of).unwrap_or_default();
+    let body = match carried.listed {
+        true => match serde_json::value::to_raw_value(&value) {
+            Ok(text) => UpstreamBody::ProtobufText(Arc::from(text)),
+            Err(_) => UpstreamBody::Protobuf(Arc::new(value)),
         },
-        Err(e) => UpstreamObject {
-            metadata: ObjectMeta::default(),
-            body: UpstreamBody::UnreadableProtobuf,
-            invalid: Some(Arc::from(e.to_string())),
-        },
+        false => UpstreamBody::Protobuf(Arc::new(value)),
+    };
+    UpstreamObject {
+        metadata,
+        body,
+        invalid: None,
     }
 }
 

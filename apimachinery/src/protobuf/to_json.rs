@@ -26,11 +26,14 @@
 //! watches as `serde_json::Value`s (the proxy's cache) need not have them
 //! written as JSON and parsed back: [`answer_carried`] and
 //! [`watch_event_carried`] write a list or watch event whose objects are
-//! JSON strings holding their protobuf ([`CARRIED_PREFIX`], then the object
-//! in base64), and [`carried_value`] turns such a string into the object's
-//! JSON value, decoding it once, where the client builds its object. Its
-//! completeness is checked there, so an incomplete object is found by that
-//! client, not by the converter.
+//! JSON strings holding their protobuf ([`CARRIED_PREFIX`], or for a
+//! list's items [`CARRIED_LISTED_PREFIX`], then the object in base64), and
+//! [`carried_value`] turns such a string into the object's JSON value,
+//! decoding it once, where the client builds its object. Its completeness
+//! is checked there, so an incomplete object is found by that client, not
+//! by the converter. The two prefixes let the client keep a list's items
+//! (read by the page, and usually stored rather than used at once) as
+//! compact text, and a watch event's object as the value it uses next.
 
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::api::discovery::{v1 as disc_v1, v1beta1 as disc_v1beta1};
@@ -68,6 +71,8 @@ pub enum DecodeError {
 
 /// How a carried object's JSON string begins (see the module doc).
 pub const CARRIED_PREFIX: &str = "k8s-protobuf:";
+/// How a carried list item's JSON string begins.
+pub const CARRIED_LISTED_PREFIX: &str = "k8s-protobuf-listed:";
 
 /// A whole protobuf answer as JSON, like [`answer`], but a list of
 /// Services, Endpoints or EndpointSlices with its items carried: each a
@@ -98,7 +103,12 @@ pub fn answer_carried(wire: &[u8]) -> Result<Vec<u8>, DecodeError> {
         Value::Array(
             list.items
                 .iter()
-                .map(|m| Value::String(carried(&super::envelope(&api_version, item_kind, m))))
+                .map(|m| {
+                    Value::String(carried(
+                        CARRIED_LISTED_PREFIX,
+                        &super::envelope(&api_version, item_kind, m),
+                    ))
+                })
                 .collect(),
         ),
     );
@@ -113,7 +123,7 @@ pub fn watch_event_carried(frame: &[u8]) -> Result<Vec<u8>, DecodeError> {
     let event_type = event.r#type.unwrap_or_default();
     let raw = event.object.and_then(|o| o.raw).unwrap_or_default();
     let object = match event_type.as_str() {
-        "ADDED" | "MODIFIED" | "DELETED" => Value::String(carried(&raw)),
+        "ADDED" | "MODIFIED" | "DELETED" => Value::String(carried(CARRIED_PREFIX, &raw)),
         _ => answer_value(&raw)?,
     };
     let mut out = Map::new();
@@ -123,26 +133,36 @@ pub fn watch_event_carried(frame: &[u8]) -> Result<Vec<u8>, DecodeError> {
 }
 
 /// `wire` (an object: `k8s\0` + envelope) as a carried object's text.
-fn carried(wire: &[u8]) -> String {
+fn carried(prefix: &str, wire: &[u8]) -> String {
     use base64::Engine as _;
-    let mut text = String::with_capacity(CARRIED_PREFIX.len() + wire.len().div_ceil(3) * 4);
-    text.push_str(CARRIED_PREFIX);
+    let mut text = String::with_capacity(prefix.len() + wire.len().div_ceil(3) * 4);
+    text.push_str(prefix);
     base64::engine::general_purpose::STANDARD.encode_string(wire, &mut text);
     text
 }
 
-/// The JSON value of a carried object (a Service, Endpoints or
-/// EndpointSlice, with its `kind` and `apiVersion`), as kube-apiserver
-/// would have written it; None if `text` is not a carried object.
-pub fn carried_value(text: &str) -> Option<Result<Value, DecodeError>> {
+/// A carried object read: its JSON value (a Service, Endpoints or
+/// EndpointSlice, with its `kind` and `apiVersion`, as kube-apiserver would
+/// have written it), and whether it was a list's item.
+pub struct Carried {
+    /// The object, or why it does not decode completely.
+    pub value: Result<Value, DecodeError>,
+    /// Carried as a list's item ([`CARRIED_LISTED_PREFIX`]).
+    pub listed: bool,
+}
+
+/// `text` read as a carried object; None if it is not one.
+pub fn carried_value(text: &str) -> Option<Carried> {
     use base64::Engine as _;
-    let encoded = text.strip_prefix(CARRIED_PREFIX)?;
-    Some(
-        base64::engine::general_purpose::STANDARD
-            .decode(encoded)
-            .map_err(DecodeError::from)
-            .and_then(|wire| object_value(&wire)),
-    )
+    let (encoded, listed) = match text.strip_prefix(CARRIED_LISTED_PREFIX) {
+        Some(encoded) => (encoded, true),
+        None => (text.strip_prefix(CARRIED_PREFIX)?, false),
+    };
+    let value = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .map_err(DecodeError::from)
+        .and_then(|wire| object_value(&wire));
+    Some(Carried { value, listed })
 }
 
 /// A list as it is carried: its metadata, and its items' messages as they are.

@@ -73,7 +73,9 @@ impl Once {
     /// The object as JSON, for its view.
     pub(super) fn value(&self) -> Value {
         match &self.body {
-            UpstreamBody::Json(raw) => parse(raw.get().as_bytes()),
+            UpstreamBody::Json(raw) | UpstreamBody::ProtobufText(raw) => {
+                parse(raw.get().as_bytes())
+            }
             UpstreamBody::Protobuf(value) => Value::clone(value),
             UpstreamBody::UnreadableProtobuf => Value::Null,
         }
@@ -94,19 +96,20 @@ impl Incoming {
     pub(super) fn new(codec: &Codec, kind: ResourceKind, obj: UpstreamObject) -> Incoming {
         let stored = Stored::of(codec, kind, &obj);
         let meta = obj.metadata;
+        let body = || compact(obj.body);
         let once = match kind {
             ResourceKind::Services => Some(Box::new(Once {
-                body: obj.body,
+                body: body(),
                 labels: None,
                 annotations: meta.annotations,
             })),
             ResourceKind::Nodes => Some(Box::new(Once {
-                body: obj.body,
+                body: body(),
                 labels: meta.labels,
                 annotations: None,
             })),
             ResourceKind::ServiceCidrs => Some(Box::new(Once {
-                body: obj.body,
+                body: body(),
                 labels: None,
                 annotations: None,
             })),
@@ -142,6 +145,19 @@ impl Stored {
     pub(super) fn value(&self) -> Option<Value> {
         let json = self.raw.as_ref()?.try_unpack()?;
         Some(parse(&json))
+    }
+}
+
+/// `body` as it is kept until it is used: JSON text, which takes a fraction
+/// of a decoded value's memory (a relist holds every Service's until it
+/// completes).
+fn compact(body: UpstreamBody) -> UpstreamBody {
+    match body {
+        UpstreamBody::Protobuf(value) => match serde_json::value::to_raw_value(&*value) {
+            Ok(raw) => UpstreamBody::ProtobufText(raw.into()),
+            Err(_) => UpstreamBody::Protobuf(value),
+        },
+        other => other,
     }
 }
 

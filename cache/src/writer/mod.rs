@@ -378,9 +378,11 @@ impl Writer {
             watcher::Event::InitDone => self.relisted(kind, batch),
             watcher::Event::Apply(obj) => match self.checked(kind, &obj) {
                 None => self.keep_last_good(kind, &obj),
-                Some(value) => {
+                Some(read) => {
                     let key = obj.key();
                     self.readable_again(kind, &key);
+                    // Kept as text: read here.
+                    let value = read.unwrap_or_else(|| Arc::new(obj.value().unwrap_or_default()));
                     let incoming = Incoming::new(self.cache.codec(), kind, obj);
                     // Parsed once: its views are made from this copy (the
                     // object's own, unless `incoming` keeps it too).

@@ -163,21 +163,31 @@ pub(super) fn convert(
 ) -> watcher::Event<UpstreamObject> {
     let conv = |obj: UpstreamObject| -> UpstreamObject {
         let mut value = match &obj.body {
-            UpstreamBody::Json(raw) => match serde_json::from_str::<Value>(raw.get()) {
-                Ok(value) => value,
-                Err(_) => return obj,
-            },
+            UpstreamBody::Json(raw) | UpstreamBody::ProtobufText(raw) => {
+                match serde_json::from_str::<Value>(raw.get()) {
+                    Ok(value) => value,
+                    Err(_) => return obj,
+                }
+            }
             UpstreamBody::Protobuf(value) => Value::clone(value),
             UpstreamBody::UnreadableProtobuf => return obj,
         };
         to.convert_slice(&mut value);
+        let text = || match serde_json::value::to_raw_value(&value) {
+            Ok(raw) => Some(Arc::<RawValue>::from(raw)),
+            Err(e) => {
+                warn!(error = %e, "cannot convert an EndpointSlice; kept as sent");
+                None
+            }
+        };
         let body = match obj.body {
-            UpstreamBody::Json(_) => match serde_json::value::to_raw_value(&value) {
-                Ok(raw) => UpstreamBody::Json(Arc::<RawValue>::from(raw)),
-                Err(e) => {
-                    warn!(error = %e, "cannot convert an EndpointSlice; kept as sent");
-                    return obj;
-                }
+            UpstreamBody::Json(_) => match text() {
+                Some(raw) => UpstreamBody::Json(raw),
+                None => return obj,
+            },
+            UpstreamBody::ProtobufText(_) => match text() {
+                Some(raw) => UpstreamBody::ProtobufText(raw),
+                None => return obj,
             },
             _ => UpstreamBody::Protobuf(Arc::new(value)),
         };

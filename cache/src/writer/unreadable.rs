@@ -23,13 +23,13 @@ use crate::{
 pub(super) struct Skipped(PerKind<HashMap<String, Box<str>>>);
 
 impl Writer {
-    /// `obj` parsed, if it can be served as a `kind`; otherwise it was
-    /// counted and logged, and must be skipped.
+    /// Whether `obj` can be served as a `kind`, with its value when reading
+    /// it made one; otherwise it was counted and logged, and must be skipped.
     pub(super) fn checked(
         &mut self,
         kind: ResourceKind,
         obj: &UpstreamObject,
-    ) -> Option<Arc<Value>> {
+    ) -> Option<Option<Arc<Value>>> {
         match self.readable(kind, obj) {
             Ok(value) => Some(value),
             Err(why) => {
@@ -39,8 +39,13 @@ impl Writer {
         }
     }
 
-    /// `obj` parsed, or why it cannot be served as a `kind`.
-    fn readable(&self, kind: ResourceKind, obj: &UpstreamObject) -> Result<Arc<Value>, String> {
+    /// Whether `obj` can be served as a `kind` (with its value, when reading
+    /// it made one), or why not.
+    fn readable(
+        &self,
+        kind: ResourceKind,
+        obj: &UpstreamObject,
+    ) -> Result<Option<Arc<Value>>, String> {
         if let Some(why) = &obj.invalid {
             return Err(format!("metadata: {why}"));
         }
@@ -51,7 +56,8 @@ impl Writer {
             UpstreamBody::Json(raw) => raw,
             // Written from its kind's typed message: every field has a
             // place in the typed struct, with its type.
-            UpstreamBody::Protobuf(value) => return Ok(value.clone()),
+            UpstreamBody::Protobuf(value) => return Ok(Some(value.clone())),
+            UpstreamBody::ProtobufText(_) => return Ok(None),
             UpstreamBody::UnreadableProtobuf => return Err("unreadable protobuf".to_owned()),
         };
         let value: Value = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
@@ -62,7 +68,7 @@ impl Writer {
         if !unknown.is_empty() {
             self.cache.protobuf_lossy(kind, &obj.key(), &unknown);
         }
-        Ok(Arc::new(value))
+        Ok(Some(Arc::new(value)))
     }
 
     /// Counts and (once per object version) logs that `obj` was skipped.

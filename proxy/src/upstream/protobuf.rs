@@ -441,7 +441,7 @@ mod tests {
     /// `o` as the JSON value it was decoded into from protobuf.
     fn decoded(o: &UpstreamObject) -> Value {
         match &o.body {
-            UpstreamBody::Protobuf(v) => Value::clone(v),
+            UpstreamBody::Protobuf(_) | UpstreamBody::ProtobufText(_) => o.value().unwrap(),
             other => panic!("{} was not decoded from protobuf: {other:?}", o.key()),
         }
     }
@@ -613,7 +613,9 @@ mod tests {
             };
             let read = |o: &UpstreamObject| match o.body {
                 UpstreamBody::Json(_) => format!("{} json", o.key()),
-                UpstreamBody::Protobuf(_) => format!("{} protobuf", o.key()),
+                UpstreamBody::Protobuf(_) | UpstreamBody::ProtobufText(_) => {
+                    format!("{} protobuf", o.key())
+                }
                 UpstreamBody::UnreadableProtobuf => format!("{} unreadable", o.key()),
             };
             handed.push(match event {
