@@ -343,6 +343,14 @@ mod tests {
         protobuf::message(Kind::Service, v.to_string().as_bytes()).unwrap()
     }
 
+    /// The `Accept` header of `req` ("" without one).
+    fn accept_of<B>(req: &Request<B>) -> String {
+        req.headers()
+            .get(header::ACCEPT)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    }
+
     type Answer = (&'static str, Vec<Bytes>);
     /// The `Accept` header of each request an upstream got.
     type Accepts = Arc<Mutex<Vec<String>>>;
@@ -359,12 +367,7 @@ mod tests {
         let answers = Arc::new(Mutex::new(answers.into_iter()));
         let seen = accepts.clone();
         let upstream = tower::service_fn(move |req: Request<()>| {
-            let accept = req
-                .headers()
-                .get(header::ACCEPT)
-                .map(|v| v.to_str().unwrap().to_owned())
-                .unwrap_or_default();
-            seen.lock().unwrap().push(accept);
+            seen.lock().unwrap().push(accept_of(&req));
             let (content_type, chunks) = answers.lock().unwrap().next().unwrap();
             let body = StreamBody::new(futures::stream::iter(
                 chunks
@@ -568,12 +571,7 @@ mod tests {
         ));
         // Lists in turn; every watch stays open, silent.
         let upstream = tower::service_fn(move |req: Request<kube::client::Body>| {
-            let accept = req
-                .headers()
-                .get(header::ACCEPT)
-                .map(|v| v.to_str().unwrap().to_owned())
-                .unwrap_or_default();
-            seen.lock().unwrap().push(accept);
+            seen.lock().unwrap().push(accept_of(&req));
             let watch = req.uri().query().unwrap_or("").contains("watch=true");
             let (content_type, body): (&str, UnsyncBoxBody<Bytes, Infallible>) = if watch {
                 let never = futures::stream::pending::<Result<Frame<Bytes>, Infallible>>();
