@@ -79,10 +79,22 @@ impl UpstreamObject {
         self.metadata.resource_version.as_deref().unwrap_or("")
     }
 
-    /// The object as JSON text (written out if it was read from protobuf;
-    /// `null` if it could not be read).
+    /// The object as JSON text (see [`UpstreamBody::json`]).
     pub fn json(&self) -> Cow<'_, str> {
-        match &self.body {
+        self.body.json()
+    }
+
+    /// The object as a JSON value (see [`UpstreamBody::value`]).
+    pub fn value(&self) -> Result<Value, serde_json::Error> {
+        self.body.value()
+    }
+}
+
+impl UpstreamBody {
+    /// The object as JSON text (written out if it was decoded; `null` if it
+    /// could not be read).
+    pub fn json(&self) -> Cow<'_, str> {
+        match self {
             UpstreamBody::Json(raw) | UpstreamBody::ProtobufText(raw) => Cow::Borrowed(raw.get()),
             UpstreamBody::Protobuf(value) => Cow::Owned(value.to_string()),
             UpstreamBody::UnreadableProtobuf => Cow::Borrowed("null"),
@@ -92,12 +104,24 @@ impl UpstreamObject {
     /// The object as a JSON value: parsed from its text, or the one decoded
     /// from protobuf.
     pub fn value(&self) -> Result<Value, serde_json::Error> {
-        match &self.body {
+        match self {
             UpstreamBody::Json(raw) | UpstreamBody::ProtobufText(raw) => {
                 serde_json::from_str(raw.get())
             }
             UpstreamBody::Protobuf(value) => Ok(Value::clone(value)),
             UpstreamBody::UnreadableProtobuf => Ok(Value::Null),
+        }
+    }
+
+    /// A decoded body as its text ([`UpstreamBody::ProtobufText`]), to be
+    /// kept rather than used at once; any other as it is.
+    pub fn into_text(self) -> UpstreamBody {
+        match self {
+            UpstreamBody::Protobuf(value) => match serde_json::value::to_raw_value(&*value) {
+                Ok(raw) => UpstreamBody::ProtobufText(raw.into()),
+                Err(_) => UpstreamBody::Protobuf(value),
+            },
+            other => other,
         }
     }
 }
@@ -157,12 +181,11 @@ fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
         }
     };
     let metadata = value.get("metadata").map(meta_of).unwrap_or_default();
-    let body = match carried.listed {
-        true => match serde_json::value::to_raw_value(&value) {
-            Ok(text) => UpstreamBody::ProtobufText(Arc::from(text)),
-            Err(_) => UpstreamBody::Protobuf(Arc::new(value)),
-        },
-        false => UpstreamBody::Protobuf(Arc::new(value)),
+    let body = UpstreamBody::Protobuf(Arc::new(value));
+    let body = if carried.listed {
+        body.into_text()
+    } else {
+        body
     };
     UpstreamObject {
         metadata,

@@ -78,19 +78,19 @@ pub const CARRIED_LISTED_PREFIX: &str = "k8s-protobuf-listed:";
 /// Services, Endpoints or EndpointSlices with its items carried: each a
 /// string [`carried_value`] reads, made without decoding the item.
 pub fn answer_carried(wire: &[u8]) -> Result<Vec<u8>, DecodeError> {
-    let body = wire.strip_prefix(MAGIC).ok_or(DecodeError::NoMagic)?;
-    let unknown = Unknown::decode(body)?;
-    let TypeMeta { api_version, kind } = unknown.type_meta.unwrap_or_default();
-    let (api_version, list_kind) = (api_version.unwrap_or_default(), kind.unwrap_or_default());
+    let (api_version, list_kind, raw) = envelope_parts(wire)?;
     let item_kind = match (api_version.as_str(), list_kind.as_str()) {
         ("v1", "ServiceList") => "Service",
         ("v1", "EndpointsList") => "Endpoints",
         ("discovery.k8s.io/v1" | "discovery.k8s.io/v1beta1", "EndpointSliceList") => {
             "EndpointSlice"
         }
-        _ => return answer(wire),
+        _ => {
+            let value = typed_value(api_version, list_kind, &raw)?;
+            return Ok(serde_json::to_vec(&value).unwrap_or_default());
+        }
     };
-    let list: RawList = read::<_, NoMaps>(&unknown.raw.unwrap_or_default(), &list_kind)?;
+    let list: RawList = read::<_, NoMaps>(&raw, &list_kind)?;
     let mut out = Map::new();
     out.insert("kind".into(), Value::String(list_kind));
     out.insert("apiVersion".into(), Value::String(api_version.clone()));
@@ -122,23 +122,34 @@ pub fn watch_event_carried(frame: &[u8]) -> Result<Vec<u8>, DecodeError> {
     let event = meta::WatchEvent::decode(frame)?;
     let event_type = event.r#type.unwrap_or_default();
     let raw = event.object.and_then(|o| o.raw).unwrap_or_default();
-    let object = match event_type.as_str() {
-        "ADDED" | "MODIFIED" | "DELETED" => Value::String(carried(CARRIED_PREFIX, &raw)),
-        _ => answer_value(&raw)?,
-    };
-    let mut out = Map::new();
-    out.insert("type".into(), Value::String(event_type));
-    out.insert("object".into(), object);
-    Ok(serde_json::to_vec(&Value::Object(out)).unwrap_or_default())
+    match event_type.as_str() {
+        // Written straight into the line (the type is one of these words:
+        // nothing to escape), one allocation per event.
+        t @ ("ADDED" | "MODIFIED" | "DELETED") => {
+            let mut line = String::with_capacity(48 + raw.len().div_ceil(3) * 4);
+            line.push_str("{\"type\":\"");
+            line.push_str(t);
+            line.push_str("\",\"object\":\"");
+            push_carried(&mut line, CARRIED_PREFIX, &raw);
+            line.push_str("\"}");
+            Ok(line.into_bytes())
+        }
+        _ => event_line(event_type, &raw),
+    }
 }
 
 /// `wire` (an object: `k8s\0` + envelope) as a carried object's text.
 fn carried(prefix: &str, wire: &[u8]) -> String {
-    use base64::Engine as _;
     let mut text = String::with_capacity(prefix.len() + wire.len().div_ceil(3) * 4);
-    text.push_str(prefix);
-    base64::engine::general_purpose::STANDARD.encode_string(wire, &mut text);
+    push_carried(&mut text, prefix, wire);
     text
+}
+
+/// Appends `wire` as a carried object's text to `out`.
+fn push_carried(out: &mut String, prefix: &str, wire: &[u8]) {
+    use base64::Engine as _;
+    out.push_str(prefix);
+    base64::engine::general_purpose::STANDARD.encode_string(wire, out);
 }
 
 /// A carried object read: its JSON value (a Service, Endpoints or
@@ -185,12 +196,14 @@ pub fn answer(wire: &[u8]) -> Result<Vec<u8>, DecodeError> {
 pub fn watch_event(frame: &[u8]) -> Result<Vec<u8>, DecodeError> {
     let event = meta::WatchEvent::decode(frame)?;
     let raw = event.object.and_then(|o| o.raw).unwrap_or_default();
+    event_line(event.r#type.unwrap_or_default(), &raw)
+}
+
+/// A watch event's JSON line with its object (`raw`) converted.
+fn event_line(event_type: String, raw: &[u8]) -> Result<Vec<u8>, DecodeError> {
     let mut out = Map::new();
-    out.insert(
-        "type".into(),
-        Value::String(event.r#type.unwrap_or_default()),
-    );
-    out.insert("object".into(), answer_value(&raw)?);
+    out.insert("type".into(), Value::String(event_type));
+    out.insert("object".into(), answer_value(raw)?);
     Ok(serde_json::to_vec(&Value::Object(out)).unwrap_or_default())
 }
 

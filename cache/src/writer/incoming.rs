@@ -72,13 +72,9 @@ pub(super) struct Once {
 impl Once {
     /// The object as JSON, for its view.
     pub(super) fn value(&self) -> Value {
-        match &self.body {
-            UpstreamBody::Json(raw) | UpstreamBody::ProtobufText(raw) => {
-                parse(raw.get().as_bytes())
-            }
-            UpstreamBody::Protobuf(value) => Value::clone(value),
-            UpstreamBody::UnreadableProtobuf => Value::Null,
-        }
+        self.body
+            .value()
+            .unwrap_or_else(|_| Value::Object(Map::new()))
     }
 }
 
@@ -96,7 +92,9 @@ impl Incoming {
     pub(super) fn new(codec: &Codec, kind: ResourceKind, obj: UpstreamObject) -> Incoming {
         let stored = Stored::of(codec, kind, &obj);
         let meta = obj.metadata;
-        let body = || compact(obj.body);
+        // Kept as text until used: a relist holds every Service's until it
+        // completes, and a decoded value takes several times the memory.
+        let body = || obj.body.into_text();
         let once = match kind {
             ResourceKind::Services => Some(Box::new(Once {
                 body: body(),
@@ -145,19 +143,6 @@ impl Stored {
     pub(super) fn value(&self) -> Option<Value> {
         let json = self.raw.as_ref()?.try_unpack()?;
         Some(parse(&json))
-    }
-}
-
-/// `body` as it is kept until it is used: JSON text, which takes a fraction
-/// of a decoded value's memory (a relist holds every Service's until it
-/// completes).
-fn compact(body: UpstreamBody) -> UpstreamBody {
-    match body {
-        UpstreamBody::Protobuf(value) => match serde_json::value::to_raw_value(&*value) {
-            Ok(raw) => UpstreamBody::ProtobufText(raw.into()),
-            Err(_) => UpstreamBody::Protobuf(value),
-        },
-        other => other,
     }
 }
 

@@ -44,7 +44,7 @@ use unreadable::Skipped;
 pub use local::LocalPod;
 use local::LocalPods;
 
-/// The most upstream events committed together (`Writer::handle_waiting`): a
+/// The most upstream events committed together (`Writer::take`): a
 /// batch's changes are looked up linearly while it is built.
 const BATCH: usize = 64;
 
@@ -216,10 +216,8 @@ impl Writer {
         }
         loop {
             tokio::select! {
-                event = rx.recv() => match event {
-                    Some(WriterInput::Upstream(first)) => self.handle_waiting(first, &mut rx),
-                    Some(WriterInput::NodeScopes(scopes)) => self.scopes_covered(scopes),
-                    Some(WriterInput::SliceVersion(version)) => self.slice_version(version),
+                input = rx.recv() => match input {
+                    Some(input) => self.take(input, &mut rx),
                     None => break,
                 },
                 changed = async { local.as_mut()?.changed().await.ok() }, if local.is_some() => {
@@ -302,14 +300,18 @@ impl Writer {
         }
     }
 
-    /// Applies `first` and the upstream events already waiting behind it
-    /// (up to [`BATCH`]), then commits what they changed at once: each
-    /// watcher is woken once for all of them and sends them in one write.
-    /// Nothing waits for more to arrive. Another input waiting ends the
-    /// batch and is handled after its commit.
-    fn handle_waiting(&mut self, first: UpstreamEvent, rx: &mut mpsc::Receiver<WriterInput>) {
+    /// Handles one input; an upstream event with the upstream events
+    /// already waiting behind it (up to [`BATCH`]), whose changes are
+    /// committed at once: each watcher is woken once for all of them and
+    /// sends them in one write. Nothing waits for more to arrive; another
+    /// input waiting ends the batch and is handled after its commit.
+    fn take(&mut self, input: WriterInput, rx: &mut mpsc::Receiver<WriterInput>) {
+        let (kind, event) = match input {
+            WriterInput::Upstream(first) => first,
+            WriterInput::NodeScopes(scopes) => return self.scopes_covered(scopes),
+            WriterInput::SliceVersion(version) => return self.slice_version(version),
+        };
         let mut batch = Batch::default();
-        let (kind, event) = first;
         self.apply(kind, event, &mut batch);
         let mut after = None;
         for _ in 1..BATCH {
@@ -323,11 +325,8 @@ impl Writer {
             }
         }
         self.commit(batch);
-        match after {
-            Some(WriterInput::NodeScopes(scopes)) => self.scopes_covered(scopes),
-            Some(WriterInput::SliceVersion(version)) => self.slice_version(version),
-            Some(WriterInput::Upstream((kind, event))) => self.handle(kind, event),
-            None => {}
+        if let Some(other) = after {
+            self.take(other, rx);
         }
     }
 

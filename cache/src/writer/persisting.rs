@@ -8,9 +8,8 @@ use std::{
 };
 
 use kube::runtime::watcher;
-use serde_json::{value::RawValue, Value};
+use serde_json::Value;
 use tokio::task::JoinHandle;
-use tracing::warn;
 
 use super::Writer;
 use crate::{
@@ -162,34 +161,22 @@ pub(super) fn convert(
     to: ApiVersion,
 ) -> watcher::Event<UpstreamObject> {
     let conv = |obj: UpstreamObject| -> UpstreamObject {
-        let mut value = match &obj.body {
-            UpstreamBody::Json(raw) | UpstreamBody::ProtobufText(raw) => {
-                match serde_json::from_str::<Value>(raw.get()) {
-                    Ok(value) => value,
-                    Err(_) => return obj,
-                }
-            }
-            UpstreamBody::Protobuf(value) => Value::clone(value),
-            UpstreamBody::UnreadableProtobuf => return obj,
+        if matches!(obj.body, UpstreamBody::UnreadableProtobuf) {
+            return obj;
+        }
+        let Ok(mut value) = obj.body.value() else {
+            return obj;
         };
         to.convert_slice(&mut value);
-        let text = || match serde_json::value::to_raw_value(&value) {
-            Ok(raw) => Some(Arc::<RawValue>::from(raw)),
-            Err(e) => {
-                warn!(error = %e, "cannot convert an EndpointSlice; kept as sent");
-                None
-            }
-        };
-        let body = match obj.body {
-            UpstreamBody::Json(_) => match text() {
-                Some(raw) => UpstreamBody::Json(raw),
-                None => return obj,
+        // In the form it came in: a decoded value, or text.
+        let converted = UpstreamBody::Protobuf(Arc::new(value));
+        let body = match &obj.body {
+            UpstreamBody::Protobuf(_) => converted,
+            UpstreamBody::ProtobufText(_) => converted.into_text(),
+            _ => match converted.into_text() {
+                UpstreamBody::ProtobufText(raw) => UpstreamBody::Json(raw),
+                _ => return obj,
             },
-            UpstreamBody::ProtobufText(_) => match text() {
-                Some(raw) => UpstreamBody::ProtobufText(raw),
-                None => return obj,
-            },
-            _ => UpstreamBody::Protobuf(Arc::new(value)),
         };
         UpstreamObject { body, ..obj }
     };

@@ -97,9 +97,7 @@ impl ProtobufLayer {
             cache,
         }
     }
-}
 
-impl ProtobufLayer {
     /// An object of `kind` read from protobuf (EndpointSlices in `version`)
     /// did not decode completely, for the reason `why`: that resource is
     /// read in JSON from now on. True if it was read in protobuf until now:

@@ -195,7 +195,7 @@ pub async fn run(
         let (client, tx, cache) = (client.clone(), tx.clone(), cache.clone());
         let protobuf = protobuf.clone();
         if ResourceKind::ONLY_ON_DEMAND.contains(&kind) {
-            tasks.spawn(reflect_discovered(client, kind, tx, cache));
+            tasks.spawn(reflect_discovered(client, protobuf, kind, tx, cache));
             continue;
         }
         tasks.spawn(async move {
@@ -248,6 +248,7 @@ const RECHECK: Duration = Duration::from_secs(60);
 /// listed and watched in the preferred one, for good.
 async fn reflect_discovered(
     client: kube::Client,
+    protobuf: ProtobufLayer,
     kind: ResourceKind,
     tx: mpsc::Sender<WriterInput>,
     cache: Cache,
@@ -270,8 +271,7 @@ async fn reflect_discovered(
                     continue;
                 };
                 info!(resource = %kind, version = version.as_str(), "first request; syncing");
-                let json = ProtobufLayer::new(false, None);
-                return reflect(client, &json, kind, *version, tx, cache).await;
+                return reflect(client, &protobuf, kind, *version, tx, cache).await;
             }
             Err(err) => {
                 let reason = errors::client_reason(&err);
