@@ -621,6 +621,11 @@ pub async fn serve<S, B, F>(
                 debug!(%peer, error = %err, "connection ended with an error");
             }
         });
+        // One connection accepted, then the tasks already waiting run first:
+        // thousands of connections arriving at once would otherwise be taken
+        // in one go, each a task queued ahead of the open connections'
+        // requests. Those waiting meanwhile stay in the accept queue.
+        tokio::task::yield_now().await;
     }
     info!(address = ?listener.local_addr().ok(), "no new connections");
     if tokio::time::timeout(grace, graceful.shutdown())
