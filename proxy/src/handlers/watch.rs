@@ -496,7 +496,14 @@ impl Watcher {
             Some(turn) => {
                 tokio::pin!(sent);
                 match tokio::time::timeout(TURN_WAIT, &mut sent).await {
-                    Ok(()) => self.turn = Some(turn),
+                    Ok(()) => {
+                        self.turn = Some(turn);
+                        // The connection's task would otherwise go on to the
+                        // next piece in the same poll, and a whole store sent
+                        // in one poll keeps the runtime from its I/O events
+                        // (a good client's request among them) for as long.
+                        tokio::task::yield_now().await;
+                    }
                     Err(_) => {
                         drop(turn);
                         sent.await;
