@@ -4,10 +4,10 @@
 //! thousand watches opened by an attacker, then closed — stays resident at
 //! its peak long after the memory is free. `malloc_trim(0)` returns every
 //! whole free page of every arena (glibc >= 2.8), at the price of walking
-//! them under their locks; so it runs only when the arenas hold a good amount
+//! them under their locks; so it runs only when the process has stopped
+//! growing (its resident anonymous memory), the arenas hold a good amount
 //! free (`mallinfo2`) and, since the last trim, more was freed or the process
-//! grew (its resident anonymous memory), checked every few seconds
-//! ([`Trimmer`]).
+//! grew, checked every few seconds ([`Trimmer`]).
 //!
 //! Written by hand: no well-kept crate wraps the two glibc calls, and the
 //! allocator stays glibc (docs/decisions/0003-allocator.md). They are the
@@ -22,6 +22,9 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(5);
 /// How much must be free, and how much more freed or grown since the last
 /// trim, for another.
 pub const TRIM_AFTER_BYTES: u64 = 8 << 20;
+
+/// Growth between two looks that means the process is still growing.
+pub const GROWING_BYTES: u64 = 1 << 20;
 
 /// What the allocator holds that the program freed, in bytes (`None` where
 /// the allocator cannot tell).
@@ -57,9 +60,23 @@ pub fn trim() -> bool {
 pub struct Trimmer {
     free_after_trim: u64,
     resident_after_trim: u64,
+    /// The resident size at the last look.
+    resident_before: Option<u64>,
 }
 
 impl Trimmer {
+    /// Whether the process grew by more than [`GROWING_BYTES`] since the
+    /// last look, `resident` bytes being resident now. No trim then, nor
+    /// the count of free bytes: both walk the arenas under their locks,
+    /// which stalls every thread that allocates meanwhile (a good client's
+    /// request, mid-attack), and while memory is being taken a trim gives
+    /// back little that is not taken again at once. The trim comes at the
+    /// first look after the growth stopped.
+    pub fn still_growing(&mut self, resident: u64) -> bool {
+        let before = self.resident_before.replace(resident);
+        before.is_some_and(|before| resident > before.saturating_add(GROWING_BYTES))
+    }
+
     /// Whether to trim now, `free` bytes being free and `resident` resident.
     pub fn due(&mut self, free: u64, resident: u64) -> bool {
         // Memory taken again, or a process that shrank on its own, counts from there.
@@ -85,7 +102,13 @@ pub async fn give_back_freed_memory() {
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
-        let (Some(free), Some(resident)) = (free_bytes(), resident_bytes()) else {
+        let Some(resident) = resident_bytes() else {
+            return;
+        };
+        if trimmer.still_growing(resident) {
+            continue;
+        }
+        let Some(free) = free_bytes() else {
             return;
         };
         if !trimmer.due(free, resident) {
@@ -162,5 +185,25 @@ mod tests {
         assert!(!t.due(280 * MIB, 20 * MIB));
         // Taken again and freed again: free as before, but resident again.
         assert!(t.due(280 * MIB, 120 * MIB));
+    }
+
+    #[test]
+    fn no_trim_while_the_process_grows_and_one_once_it_stopped() {
+        let mut t = Trimmer::default();
+        assert!(
+            !t.still_growing(16 * MIB),
+            "the first look has nothing to compare"
+        );
+        assert!(!t.still_growing(16 * MIB + GROWING_BYTES), "steady");
+        // An attack: the process grows from one look to the next.
+        assert!(t.still_growing(120 * MIB));
+        assert!(t.still_growing(300 * MIB));
+        // It stopped (the attackers left, their memory freed but resident):
+        // a trim is due at this look.
+        assert!(!t.still_growing(300 * MIB));
+        assert!(t.due(280 * MIB, 300 * MIB));
+        t.trimmed(280 * MIB, 18 * MIB);
+        // Shrinking is not growing.
+        assert!(!t.still_growing(18 * MIB));
     }
 }
