@@ -116,8 +116,12 @@ harness_up() {
     rm -rf "$SITEGRID_E2E_LOGS" && mkdir -p "$SITEGRID_E2E_LOGS"
     "$E2E_DIR/install.sh"
     for p in "$@"; do build+=(-p "$p"); done
-    # One cargo build at a time on this machine (2 cores; see the README).
-    (cd "$E2E_ROOT" && flock /tmp/sitegrid-cargo.lock cargo build "${build[@]}")
+    # SITEGRID_E2E_BUILT=1: the caller built them already (run.sh --build-only), and another
+    # build may hold the lock meanwhile (.ci/run's fuzz stage, beside the suite).
+    if [[ ${SITEGRID_E2E_BUILT:-} != 1 ]]; then
+        # One cargo build at a time on this machine (2 cores; see the README).
+        (cd "$E2E_ROOT" && flock /tmp/sitegrid-cargo.lock cargo build "${build[@]}")
+    fi
     export SITEGRID_E2E_ROOT=$E2E_ROOT
     local target=${CARGO_TARGET_DIR:-$E2E_ROOT/target}/$profile
     export SITEGRID_PROXY_BIN=$target/sitegrid-proxy

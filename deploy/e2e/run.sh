@@ -5,6 +5,8 @@
 #
 #   deploy/e2e/run.sh                   # all scenarios
 #   deploy/e2e/run.sh 10-proxy-filter   # some, by file name without .sh
+#   deploy/e2e/run.sh --build-only      # only the binaries it runs (then SITEGRID_E2E_BUILT=1
+#                                       # skips that build, and its wait for the cargo lock)
 #
 # A scenario is a small bash file sourced with lib.sh's helpers and the
 # cluster's environment; it fails by exiting non-zero. Logs of every
@@ -14,7 +16,13 @@ set -euo pipefail
 E2E_NAME=e2e
 # shellcheck source-path=SCRIPTDIR source=harness.sh
 source "$(dirname "$0")/harness.sh"
-harness_up sitegrid-proxy sitegrid-controller sitegrid-dnsd sitegrid-certs sitegrid-plugin
+packages=(sitegrid-proxy sitegrid-controller sitegrid-dnsd sitegrid-certs sitegrid-plugin)
+if [[ ${1:-} == --build-only ]]; then
+    build=(--locked); for p in "${packages[@]}"; do build+=(-p "$p"); done
+    (cd "$E2E_ROOT" && flock /tmp/sitegrid-cargo.lock cargo build "${build[@]}")
+    exit
+fi
+harness_up "${packages[@]}"
 
 passed=0 failed=0
 if (($#)); then names=("$@"); else names=(); for f in "$E2E_DIR"/scenarios/*.sh; do names+=("$(basename "$f" .sh)"); done; fi
