@@ -99,8 +99,18 @@ stop_group() {
 # failure). Another run on this machine waits for this one to end (they
 # share ports), and builds wait for any other cargo build holding
 # /tmp/sitegrid-cargo.lock.
+# harness_build [CARGO_FLAG...] PACKAGE...: the sitegrid PACKAGEs built, waiting for any other
+# cargo build on this machine (2 cores; see the README) to end first.
+harness_build() {
+    local build=(--locked) a
+    for a in "$@"; do
+        if [[ $a == --* ]]; then build+=("$a"); else build+=(-p "$a"); fi
+    done
+    (cd "$E2E_ROOT" && flock /tmp/sitegrid-cargo.lock cargo build "${build[@]}")
+}
+
 harness_up() {
-    local profile=debug sample=1 build=(--locked) p
+    local profile=debug sample=1 build=()
     while [[ ${1:-} == --* ]]; do
         case $1 in
         --release) profile=release build+=(--release) ;;
@@ -115,13 +125,9 @@ harness_up() {
     export SITEGRID_E2E_LOGS=${SITEGRID_E2E_LOGS:-/tmp/sitegrid-${E2E_NAME:-e2e}-logs}
     rm -rf "$SITEGRID_E2E_LOGS" && mkdir -p "$SITEGRID_E2E_LOGS"
     "$E2E_DIR/install.sh"
-    for p in "$@"; do build+=(-p "$p"); done
     # SITEGRID_E2E_BUILT=1: the caller built them already (run.sh --build-only), and another
     # build may hold the lock meanwhile (.ci/run's fuzz stage, beside the suite).
-    if [[ ${SITEGRID_E2E_BUILT:-} != 1 ]]; then
-        # One cargo build at a time on this machine (2 cores; see the README).
-        (cd "$E2E_ROOT" && flock /tmp/sitegrid-cargo.lock cargo build "${build[@]}")
-    fi
+    [[ ${SITEGRID_E2E_BUILT:-} == 1 ]] || harness_build "${build[@]}" "$@"
     export SITEGRID_E2E_ROOT=$E2E_ROOT
     local target=${CARGO_TARGET_DIR:-$E2E_ROOT/target}/$profile
     export SITEGRID_PROXY_BIN=$target/sitegrid-proxy

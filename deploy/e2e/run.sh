@@ -18,8 +18,7 @@ E2E_NAME=e2e
 source "$(dirname "$0")/harness.sh"
 packages=(sitegrid-proxy sitegrid-controller sitegrid-dnsd sitegrid-certs sitegrid-plugin)
 if [[ ${1:-} == --build-only ]]; then
-    build=(--locked); for p in "${packages[@]}"; do build+=(-p "$p"); done
-    (cd "$E2E_ROOT" && flock /tmp/sitegrid-cargo.lock cargo build "${build[@]}")
+    harness_build "${packages[@]}"
     exit
 fi
 harness_up "${packages[@]}"
