@@ -41,7 +41,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd "$ROOT" && flock /tmp/sitegrid-cargo.lock cargo build --quiet --locked -p sitegrid-loadtest --bin sitegrid-demo)
+# SITEGRID_IMAGES_SKIP_CARGO=1 (as for build.sh): sitegrid-demo is built already, and another
+# build may hold the lock meanwhile (.ci/run's fuzz stage).
+[[ ${SITEGRID_IMAGES_SKIP_CARGO:-} == 1 ]] ||
+    (cd "$ROOT" && flock /tmp/sitegrid-cargo.lock cargo build --quiet --locked -p sitegrid-loadtest --bin sitegrid-demo)
+[[ -x $TARGET_DIR/debug/sitegrid-demo ]] || die "$TARGET_DIR/debug/sitegrid-demo: not built"
 "$TARGET_DIR/debug/sitegrid-demo" --bind-address "127.0.0.1:$DEMO_PROXY" --upstream-address "127.0.0.1:$API" \
     >"$work/demo.log" 2>&1 &
 demo=$!
