@@ -295,6 +295,19 @@ mod tests {
         );
     }
 
+    /// `"start":"/"` is the list's beginning: Go re-roots, cleans and strips
+    /// it to an empty key. The token kube-apiserver writes for an empty key
+    /// is one its decoder refuses ("encoded start key empty"); so is ours.
+    #[test]
+    fn a_start_of_slash_is_the_beginning_and_its_own_token_is_refused() {
+        let t = ContinueToken::decode(&raw(r#"{"v":"meta.k8s.io/v1","rv":7,"start":"/"}"#));
+        assert_eq!(t, Ok(token(7, "")));
+        assert_eq!(
+            ContinueToken::decode(&t.unwrap().encode()),
+            Err(ContinueError::EmptyStart)
+        );
+    }
+
     #[test]
     fn apiserver_error_messages() {
         assert_eq!(

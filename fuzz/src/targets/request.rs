@@ -2,7 +2,7 @@
 
 use http::{header, Method, Request};
 use sitegrid_apimachinery::{
-    continue_token::ContinueToken,
+    continue_token::{ContinueError, ContinueToken},
     negotiate::{negotiate, negotiate_status, Format},
     path::ApiPath,
     selector::{FieldSelector, LabelSelector},
@@ -43,11 +43,18 @@ pub fn field_selector(data: &[u8]) {
     }
 }
 
-/// `continue`: a token that decodes encodes to one that decodes to the same position.
+/// `continue`: a token that decodes encodes to one that decodes to the same
+/// position. But the list's beginning (`"start":"/"`, an empty key): as in
+/// kube-apiserver, the token written for it is one the decoder refuses.
 pub fn continue_token(data: &[u8]) {
     let Some(s) = text(data) else { return };
     if let Ok(token) = ContinueToken::decode(s) {
-        assert_eq!(ContinueToken::decode(&token.encode()), Ok(token), "{s:?}");
+        let again = ContinueToken::decode(&token.encode());
+        if token.start.is_empty() {
+            assert_eq!(again, Err(ContinueError::EmptyStart), "{s:?}");
+        } else {
+            assert_eq!(again, Ok(token), "{s:?}");
+        }
     }
 }
 
