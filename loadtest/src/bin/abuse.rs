@@ -87,6 +87,8 @@ struct Row {
 #[derive(Default)]
 struct Latency {
     samples: Vec<f64>,
+    /// When each sample's request was sent (same order as `samples`).
+    sent: Vec<Instant>,
     failed: usize,
 }
 
@@ -98,6 +100,21 @@ impl Latency {
         let mut s = self.samples.clone();
         s.sort_by(|a, b| a.total_cmp(b));
         s[((s.len() - 1) as f64 * p).round() as usize]
+    }
+
+    /// The `n` slowest samples as "MS ms at +S s" from `start`, slowest first:
+    /// whether they fall while the attackers arrive, hold or leave.
+    fn slowest(&self, n: usize, start: Instant) -> String {
+        let mut i: Vec<usize> = (0..self.samples.len()).collect();
+        i.sort_by(|&a, &b| self.samples[b].total_cmp(&self.samples[a]));
+        i.iter()
+            .take(n)
+            .map(|&k| {
+                let at = self.sent[k].saturating_duration_since(start).as_secs_f64();
+                format!("{:.1} ms at +{at:.2} s", self.samples[k])
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -378,12 +395,15 @@ async fn attack(
         })
     };
     let tls = proxy_is_tls(addr, http.clone()).await;
+    let started = Instant::now();
     let good = good_client(addr, tls, done.clone());
     // The watch is checked over plain HTTP only (the TLS row measures the handshakes).
     let watch = (!tls).then(|| watch_changes(api, addr, hold.secs));
     let outcome = tokio::spawn(attack)
         .await
         .unwrap_or_else(|e| format!("attack failed: {e}"));
+    // The attack's future drops what it held when it returns: the attackers leave here.
+    let left = started.elapsed().as_secs_f64();
     let missed = match watch {
         Some(w) => Some(w.await.unwrap_or(usize::MAX)),
         None => None,
@@ -395,6 +415,10 @@ async fn attack(
         .ok()
         .and_then(Result::ok)
         .unwrap_or_default();
+    eprintln!(
+        "  slowest good LISTs: {} (the attackers left at +{left:.2} s)",
+        latency.slowest(6, started)
+    );
     tokio::time::sleep(hold.settle).await;
     Row {
         attack: name.to_owned(),
@@ -439,7 +463,10 @@ fn good_client(
                     plain_list(&http, addr).await
                 };
                 match ok {
-                    true => lat.samples.push(t.elapsed().as_secs_f64() * 1000.0),
+                    true => {
+                        lat.samples.push(t.elapsed().as_secs_f64() * 1000.0);
+                        lat.sent.push(t);
+                    }
                     false => lat.failed += 1,
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
