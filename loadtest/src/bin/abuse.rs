@@ -86,9 +86,8 @@ struct Row {
 /// The good client's LIST latencies during an attack, in ms.
 #[derive(Default)]
 struct Latency {
-    samples: Vec<f64>,
-    /// When each sample's request was sent (same order as `samples`).
-    sent: Vec<Instant>,
+    /// Each LIST's latency in ms, with when it was sent.
+    samples: Vec<(f64, Instant)>,
     failed: usize,
 }
 
@@ -97,7 +96,7 @@ impl Latency {
         if self.samples.is_empty() {
             return f64::NAN;
         }
-        let mut s = self.samples.clone();
+        let mut s: Vec<f64> = self.samples.iter().map(|&(ms, _)| ms).collect();
         s.sort_by(|a, b| a.total_cmp(b));
         s[((s.len() - 1) as f64 * p).round() as usize]
     }
@@ -105,13 +104,13 @@ impl Latency {
     /// The `n` slowest samples as "MS ms at +S s" from `start`, slowest first:
     /// whether they fall while the attackers arrive, hold or leave.
     fn slowest(&self, n: usize, start: Instant) -> String {
-        let mut i: Vec<usize> = (0..self.samples.len()).collect();
-        i.sort_by(|&a, &b| self.samples[b].total_cmp(&self.samples[a]));
-        i.iter()
+        let mut s = self.samples.clone();
+        s.sort_by(|a, b| b.0.total_cmp(&a.0));
+        s.iter()
             .take(n)
-            .map(|&k| {
-                let at = self.sent[k].saturating_duration_since(start).as_secs_f64();
-                format!("{:.1} ms at +{at:.2} s", self.samples[k])
+            .map(|&(ms, sent)| {
+                let at = sent.saturating_duration_since(start).as_secs_f64();
+                format!("{ms:.1} ms at +{at:.2} s")
             })
             .collect::<Vec<_>>()
             .join(", ")
@@ -463,10 +462,7 @@ fn good_client(
                     plain_list(&http, addr).await
                 };
                 match ok {
-                    true => {
-                        lat.samples.push(t.elapsed().as_secs_f64() * 1000.0);
-                        lat.sent.push(t);
-                    }
+                    true => lat.samples.push((t.elapsed().as_secs_f64() * 1000.0, t)),
                     false => lat.failed += 1,
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
