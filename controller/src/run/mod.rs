@@ -6,9 +6,10 @@ mod controllers;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use kube::Client;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseParams};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -67,6 +68,14 @@ pub enum RunError {
     /// only one replica ever reconciles.
     #[error("lost the leader lease {0}; exiting so the new leader works alone")]
     LostLease(String),
+    /// The leader could not show that its lease was renewed before a
+    /// standby may take it (the API server unreachable or too slow): it
+    /// stops rather than write beside a new leader.
+    #[error(
+        "the leader lease {0} was not seen renewed before it could expire; \
+         exiting so that a new leader works alone"
+    )]
+    LeaseOverdue(String),
 }
 
 /// Runs until `shutdown` resolves (then returns `Ok`), or the lease is lost.
@@ -113,9 +122,11 @@ pub async fn run(
     tracing::info!(lease = %lease_name, identity = %election.identity, "became the leader");
     health.metrics.set_leader(true);
 
+    let leases = Api::namespaced(client.clone(), &election.namespace);
     let outcome = tokio::select! {
         () = run_controllers(client, &options, health.clone(), stopped()) => Ok(()),
         () = lost(leading.clone()) => Err(RunError::LostLease(lease_name)),
+        () = renewal_overdue(leases, &election) => Err(RunError::LeaseOverdue(lease_name)),
     };
     health.metrics.set_leader(false);
     // Released only now that the controllers have stopped, so that a
@@ -234,6 +245,59 @@ async fn lease_manager(
         }
         delay = (delay * 2).min(Duration::from_secs(30));
     }
+}
+
+/// Resolves once this leader cannot show that it still holds the lease
+/// for a while: no read of the Lease since has named it with a renewal
+/// that is good for more than half the renew margin (on this replica's
+/// clock, which wrote the renewal). Read every quarter margin (at most
+/// every second), each read given as long.
+///
+/// kube-lease-manager renews inside one call that returns only when the
+/// leadership changes: while the API server leaves its request unanswered
+/// (a node cut off from it) the leader hears nothing, a standby takes the
+/// expired lease, and the old leader went on reconciling from watches that
+/// had stopped, writing beside the new one (DeploymentGrid replicas set
+/// back and forth: pods created and deleted). client-go's leader election
+/// stops at its renew deadline for the same reason.
+async fn renewal_overdue(leases: Api<Lease>, election: &Election) {
+    let guard = election.renew_margin / 2;
+    let period =
+        (election.renew_margin / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
+    // It has just taken or renewed the lease.
+    let mut valid_until =
+        tokio::time::Instant::now() + election.lease_duration.saturating_sub(guard);
+    loop {
+        let now = tokio::time::Instant::now();
+        if now >= valid_until {
+            tracing::warn!(
+                lease = %election.name,
+                "the leader lease was not seen renewed in time; stopping"
+            );
+            return;
+        }
+        tokio::time::sleep(period.min(valid_until - now)).await;
+        let (sent, wall) = (tokio::time::Instant::now(), SystemTime::now());
+        let Ok(Ok(lease)) = tokio::time::timeout(period, leases.get(&election.name)).await else {
+            continue;
+        };
+        if let Some(renewed) = renewed_by(&lease, &election.identity) {
+            let left = (renewed + election.lease_duration)
+                .duration_since(wall)
+                .unwrap_or_default()
+                .saturating_sub(guard);
+            valid_until = valid_until.max(sent + left);
+        }
+    }
+}
+
+/// When `identity` last renewed `lease`, if it holds it.
+fn renewed_by(lease: &Lease, identity: &str) -> Option<SystemTime> {
+    let spec = lease.spec.as_ref()?;
+    if spec.holder_identity.as_deref() != Some(identity) {
+        return None;
+    }
+    Some(SystemTime::from(spec.renew_time.as_ref()?.0))
 }
 
 /// Resolves when this replica stops leading (the lease task ended, or

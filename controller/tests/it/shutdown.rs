@@ -3,13 +3,14 @@
 //! all, every request `404`; or the Lease is created, then `404`, then
 //! requests go unanswered: an API server going away), and, without
 //! election, against the in-memory API server, which serves no
-//! DeploymentGrids (that controller never lists).
+//! DeploymentGrids (that controller never lists). And a leader whose API
+//! server stops answering stops by itself, as a standby may take the lease.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -26,6 +27,10 @@ enum Leases {
     /// A create succeeds; the next read is `404`, and later ones are never
     /// answered.
     VanishThenHang,
+    /// Served (created, read and patched) until the test sets
+    /// [`Seen::hang`]; from then on no request is answered: a node cut off
+    /// from the API server.
+    ServedThenHang,
 }
 
 /// The server's view: requests seen, and whether the Lease was created.
@@ -35,6 +40,11 @@ struct Seen {
     lease_reads_after_create: AtomicUsize,
     created: AtomicBool,
     stop: AtomicBool,
+    /// The Lease as [`Leases::ServedThenHang`] keeps it.
+    lease: Mutex<Option<Value>>,
+    /// Requests for anything but Leases: only a leader's controllers send them.
+    others: AtomicUsize,
+    hang: AtomicBool,
 }
 
 /// Serves `leases` on 127.0.0.1; every other path is `404` (the controller
@@ -58,7 +68,13 @@ fn connection(conn: TcpStream, leases: Leases, seen: &Seen) {
     let mut out = conn;
     while let Some((method, path, body)) = read_request(&mut reader) {
         let is_lease = path.contains("/leases");
+
+        if !is_lease {
+            seen.others.fetch_add(1, Ordering::SeqCst);
+        }
         let answer = match (leases, is_lease, method.as_str()) {
+            (Leases::ServedThenHang, _, _) if seen.hang.load(Ordering::SeqCst) => None,
+            (Leases::ServedThenHang, true, _) => Some(served_lease(&method, &body, seen)),
             (Leases::VanishThenHang, true, "POST") => {
                 seen.lease_posts.fetch_add(1, Ordering::SeqCst);
                 seen.created.store(true, Ordering::SeqCst);
@@ -121,6 +137,60 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<(String, String, Ve
     let mut body = vec![0; length];
     reader.read_exact(&mut body).ok()?;
     Some((method, path, body))
+}
+
+/// A Lease request answered as the API server would, for one Lease:
+/// created, read, patched (a merge: kube-lease-manager's strategic and apply
+/// patches set plain fields).
+fn served_lease(method: &str, body: &[u8], seen: &Seen) -> (u16, Value) {
+    let mut lease = seen.lease.lock().unwrap();
+    let sent: Value = serde_json::from_slice(body).unwrap_or(json!({}));
+    match (method, lease.as_mut()) {
+        ("POST", None) => {
+            let mut created = sent;
+            created["metadata"]["namespace"] = json!("kube-system");
+            created["metadata"]["resourceVersion"] = json!("1");
+            *lease = Some(created.clone());
+            (201, created)
+        }
+        ("GET", Some(kept)) => (200, kept.clone()),
+        ("PATCH", Some(kept)) => {
+            merge(kept, &sent);
+            let version: u64 = kept["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or("1")
+                .parse()
+                .unwrap_or(1);
+            kept["metadata"]["resourceVersion"] = json!((version + 1).to_string());
+            (200, kept.clone())
+        }
+        ("POST", Some(_)) => (
+            409,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "reason": "AlreadyExists", "code": 409}),
+        ),
+        _ => (404, not_found()),
+    }
+}
+
+/// `patch` merged into `into` (objects field by field, anything else replaced).
+fn merge(into: &mut Value, patch: &Value) {
+    match (into, patch) {
+        (Value::Object(into), Value::Object(patch)) => {
+            for (key, value) in patch {
+                merge(into.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+        (into, patch) => *into = patch.clone(),
+    }
+}
+
+/// The identity holding the Lease [`Leases::ServedThenHang`] keeps, if any.
+fn holder(seen: &Seen) -> Option<String> {
+    let lease = seen.lease.lock().unwrap();
+    lease.as_ref()?["spec"]["holderIdentity"]
+        .as_str()
+        .map(str::to_owned)
 }
 
 fn not_found() -> Value {
@@ -236,4 +306,45 @@ fn sigterm_ends_it_while_a_grid_kind_is_not_served() {
             .any(|r| r.path == "/apis/superedge.io/v1/deploymentgrids")
     });
     assert_eq!(terminate(controller), Some(0));
+}
+
+#[test]
+fn a_leader_whose_api_server_stops_answering_stops_by_itself() {
+    let seen = Arc::new(Seen::default());
+    let port = serve(Leases::ServedThenHang, seen.clone());
+    let mut controller = start_controller_with(
+        &format!("http://127.0.0.1:{port}"),
+        "cut-off",
+        &[
+            "--leader-elect-identity=cut-off",
+            "--leader-elect-lease-duration=4s",
+            "--leader-elect-renew-margin=2s",
+        ],
+    );
+    wait_until("it leads: holds the lease, and its controllers ask", || {
+        holder(&seen).as_deref() == Some("cut-off") && seen.others.load(Ordering::SeqCst) > 0
+    });
+    // Cut off: its renewals go unanswered, and a standby may take the
+    // lease once it expires. It must not go on as the leader.
+    seen.hang.store(true, Ordering::SeqCst);
+    let deadline = Instant::now() + EXIT_BOUND;
+    let status = loop {
+        if let Some(status) = controller.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            seen.stop.store(true, Ordering::SeqCst);
+            controller.kill().unwrap();
+            controller.wait().unwrap();
+            panic!(
+                "still running as the leader {EXIT_BOUND:?} after its API server stopped answering"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    seen.stop.store(true, Ordering::SeqCst);
+    assert!(
+        !status.success(),
+        "it stopped leading but exited with {status}"
+    );
 }

@@ -211,7 +211,18 @@ sleep 5
 drill_end "3 (rolling update)"
 
 # 2. bj-1 cut off from the API server for 60 s: beijing's traffic keeps flowing; once it is
-# back, a new beijing pod (the grid scaled) gets traffic within seconds.
+# back, a new beijing pod (the grid scaled) gets traffic within seconds, and the scaling
+# makes that one pod only. When the controller's leader runs on bj-1 it is cut off too: a
+# standby takes the lease, and the old leader must stop before then (it once went on, and
+# the two set beijing's replicas back and forth: pods created and deleted).
+leader=$(kubectl -n kube-system get lease sitegrid-controller -o jsonpath='{.spec.holderIdentity}')
+echo "figures: drill 2, the controller's leader before the cut: $leader on $(kubectl -n kube-system get pod "$leader" -o jsonpath='{.spec.nodeName}' 2>/dev/null)"
+# beijing_deletes: the pods beijing's ReplicaSets deleted, from their events.
+beijing_deletes() {
+    kubectl get events --field-selector reason=SuccessfulDelete,involvedObject.kind=ReplicaSet \
+        -o jsonpath='{range .items[*]}{.involvedObject.name} {.message}{"\n"}{end}' | grep -- '-beijing-' | sort
+}
+deletes_before=$(beijing_deletes)
 drill_start
 node_cut bj-1
 ! in_node bj-1 curl -sk --max-time 3 -o /dev/null https://192.0.2.1:6443/healthz || fail "bj-1 reaches the API server through the cut"
@@ -223,7 +234,11 @@ kubectl patch deploymentgrid deploymentgrid-demo --type=merge -p '{"spec":{"temp
 retry 90 bash -c "[[ \$(kubectl get deploy deploymentgrid-demo-beijing -o jsonpath='{.status.readyReplicas}') == 3 ]]" ||
     fail "the third beijing pod never got Ready"
 ready_at=$SECONDS
-new=$(comm -13 <(echo "$before") <(kubectl get pods -l appGrid=echo -o name | sort) | sed 's|pod/||' | grep -- -beijing- | head -1)
+churned=$(comm -13 <(echo "$deletes_before") <(beijing_deletes))
+[[ -z $churned ]] || fail "scaling beijing from 2 to 3 also deleted pods (two controllers writing?): $churned"
+# Pods being deleted left out: a new pod is one that stays.
+live='{{range .items}}{{if not .metadata.deletionTimestamp}}pod/{{.metadata.name}}{{"\n"}}{{end}}{{end}}'
+new=$(comm -13 <(echo "$before") <(kubectl get pods -l appGrid=echo -o go-template="$live" | sort) | sed 's|pod/||' | grep -- -beijing- | head -1)
 [[ -n $new ]] || fail "no new beijing pod"
 answered() { grep -q " grid $1 " "$(client_log beijing)"; }
 retry 30 answered "$new" || fail "the new beijing pod $new got no request within 30 s of being Ready"
