@@ -2,22 +2,21 @@
 //! kube-runtime `Controller` per grid kind, and graceful shutdown.
 
 mod controllers;
+mod lease;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
-use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseParams};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::health::Health;
 use crate::shared::FIELD_MANAGER;
 use controllers::run_controllers;
+use lease::{Attempt, Elector};
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -62,17 +61,17 @@ pub enum RunError {
         /// Lease name.
         name: String,
         /// Why.
-        source: kube_lease_manager::LeaseManagerError,
+        source: kube::Error,
     },
     /// Another replica took the lease while this one led; it stops so that
     /// only one replica ever reconciles.
     #[error("lost the leader lease {0}; exiting so the new leader works alone")]
     LostLease(String),
-    /// The leader could not show that its lease was renewed before a
-    /// standby may take it (the API server unreachable or too slow): it
-    /// stops rather than write beside a new leader.
+    /// The leader could not renew its lease within the renew deadline (the
+    /// API server unreachable or too slow): it stops before a standby may
+    /// take the lease rather than write beside a new leader.
     #[error(
-        "the leader lease {0} was not seen renewed before it could expire; \
+        "the leader lease {0} was not renewed within its renew deadline; \
          exiting so that a new leader works alone"
     )]
     LeaseOverdue(String),
@@ -94,46 +93,42 @@ pub async fn run(
     };
 
     let lease_name = format!("{}/{}", election.namespace, election.name);
+    let mut elector = Elector::new(
+        Api::namespaced(client.clone(), &election.namespace),
+        &election.name,
+        &election.identity,
+        election.lease_duration,
+        format!("{FIELD_MANAGER}-lease"),
+    );
     let mut stop = std::pin::pin!(stopped());
-    let Some(manager) = lease_manager(&client, &election, &health, stop.as_mut()).await else {
+    let Some(mut renewed) = contend(&mut elector, &election, &health, stop.as_mut()).await else {
         return Ok(());
     };
-    let release = CancellationToken::new();
-    let (mut leading, lease_task) = hold_lease(manager, release.clone());
-    // A standby replica is healthy and ready: it is doing what it should.
-    health.set_ready();
-    tracing::info!(lease = %lease_name, identity = %election.identity, "waiting for the leader lease");
-
-    loop {
-        if *leading.borrow_and_update() {
-            break;
-        }
-        tokio::select! {
-            changed = leading.changed() => if changed.is_err() {
-                return Err(RunError::LostLease(lease_name));
-            },
-            () = &mut stop => {
-                release.cancel();
-                finish(lease_task).await;
-                return Ok(());
-            }
-        }
-    }
     tracing::info!(lease = %lease_name, identity = %election.identity, "became the leader");
+    health.set_ready();
     health.metrics.set_leader(true);
 
-    let leases = Api::namespaced(client.clone(), &election.namespace);
     let outcome = tokio::select! {
         () = run_controllers(client, &options, health.clone(), stopped()) => Ok(()),
-        () = lost(leading.clone()) => Err(RunError::LostLease(lease_name)),
-        () = renewal_overdue(leases, &election) => Err(RunError::LeaseOverdue(lease_name)),
+        lost = keep(&mut elector, &election, &mut renewed) => Err(match lost {
+            Lost::ToAnother => RunError::LostLease(lease_name),
+            Lost::Overdue => RunError::LeaseOverdue(lease_name),
+        }),
     };
     health.metrics.set_leader(false);
     // Released only now that the controllers have stopped, so that a
     // standby takes over at once (not after the lease expires) and never
-    // while this replica still writes.
-    release.cancel();
-    finish(lease_task).await;
+    // while this replica still writes; only while it still holds it.
+    if outcome.is_ok() && Instant::now() < renewed + renew_deadline(&election) {
+        match tokio::time::timeout(RELEASE_WAIT, elector.release()).await {
+            Ok(Ok(())) => tracing::info!("released the leader lease"),
+            Ok(Err(err)) => tracing::warn!(%err, "releasing the leader lease"),
+            Err(_) => tracing::warn!(
+                wait = ?RELEASE_WAIT,
+                "releasing the leader lease: no answer in time; it expires by itself"
+            ),
+        }
+    }
     outcome
 }
 
@@ -145,167 +140,118 @@ const RELEASE_WAIT: Duration = Duration::from_secs(5);
 /// Longest wait between two failed attempts at the lease.
 const MAX_RETRY: Duration = Duration::from_secs(30);
 
-/// Renews or contends for the lease until `release` is cancelled, then
-/// releases it (within [`RELEASE_WAIT`]). The receiver says whether this
-/// replica leads.
-///
-/// kube-lease-manager's own `watch()` task is not used: on an error (a
-/// `404` when the Lease is gone or the API serves none) it sleeps its
-/// backoff, up to 30 s, and releases with no time limit, without looking
-/// at its channel, so a SIGTERM waited that long, or for as long as the
-/// API server kept a request unanswered. Here every wait also watches `release`.
-fn hold_lease(
-    manager: LeaseManager,
-    release: CancellationToken,
-) -> (watch::Receiver<bool>, JoinHandle<()>) {
-    let (leading_tx, leading) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        let mut delay = Duration::from_secs(1);
-        loop {
-            let changed = tokio::select! {
-                () = release.cancelled() => break,
-                changed = manager.changed() => changed,
-            };
-            match changed {
-                Ok(now_leading) => {
-                    delay = Duration::from_secs(1);
-                    if leading_tx.send(now_leading).is_err() {
-                        break;
-                    }
-                }
-                Err(err) => {
-                    tracing::warn!(%err, retry_in = ?delay, "leader lease");
-                    tokio::select! {
-                        () = release.cancelled() => break,
-                        () = tokio::time::sleep(delay) => {}
-                    }
-                    delay = (delay * 2).min(MAX_RETRY);
-                }
-            }
-        }
-        match tokio::time::timeout(RELEASE_WAIT, manager.release()).await {
-            Ok(Ok(())) => tracing::info!("released the leader lease"),
-            Ok(Err(err)) => tracing::warn!(%err, "releasing the leader lease"),
-            Err(_) => tracing::warn!(
-                wait = ?RELEASE_WAIT,
-                "releasing the leader lease: no answer in time; it expires by itself"
-            ),
-        }
-    });
-    (leading, task)
+/// How often a standby tries the lease and the leader renews it: client-go's
+/// retry period (2 s beside its 15 s lease and 10 s renew deadline), less
+/// with a shorter renew margin.
+fn retry_period(election: &Election) -> Duration {
+    (election.renew_margin / 2).clamp(Duration::from_millis(100), Duration::from_secs(2))
 }
 
-/// Waits for the lease task (bounded: it gives up releasing after [`RELEASE_WAIT`]).
-async fn finish(lease_task: JoinHandle<()>) {
-    if let Err(err) = lease_task.await {
-        tracing::warn!(%err, "lease task");
-    }
+/// How long after its last successful renewal was sent the leader stops:
+/// the lease duration less the renew margin, so it has stopped before a
+/// standby may take the lease.
+fn renew_deadline(election: &Election) -> Duration {
+    election
+        .lease_duration
+        .saturating_sub(election.renew_margin)
 }
 
-/// The manager of the leader Lease. The API server may not answer yet (or
-/// RBAC may not allow the Lease): keeps trying, alive but not ready, rather
-/// than exit. `None` once `stop` resolves.
-async fn lease_manager(
-    client: &Client,
+/// Tries the lease every retry period until this replica takes it (`Some`
+/// with when the winning request was sent) or `stop` resolves (`None`).
+/// While the Lease cannot be used (the API server unreachable, RBAC
+/// missing) it is alive but not ready, and backs off up to [`MAX_RETRY`];
+/// a standby that reaches it is ready: it is doing what it should.
+async fn contend(
+    elector: &mut Elector,
     election: &Election,
     health: &Health,
     mut stop: Pin<&mut impl Future<Output = ()>>,
-) -> Option<LeaseManager> {
-    let secs = |d: Duration| d.as_secs().max(1);
-    let mut delay = Duration::from_secs(1);
+) -> Option<Instant> {
+    let retry = retry_period(election);
+    let mut delay = retry;
+    let mut waiting = false;
     loop {
-        let built = LeaseManagerBuilder::new(client.clone(), &election.name)
-            .with_namespace(&election.namespace)
-            .with_parameters(
-                LeaseParams::new(
-                    &election.identity,
-                    secs(election.lease_duration),
-                    secs(election.renew_margin),
-                )
-                .with_field_manager(format!("{FIELD_MANAGER}-lease")),
-            )
-            .build();
-        let source = tokio::select! {
-            built = built => match built {
-                Ok(manager) => return Some(manager),
-                Err(err) => err,
-            },
+        let attempt = tokio::select! {
+            attempt = tokio::time::timeout(renew_deadline(election).max(retry), elector.acquire_or_renew()) => attempt,
             () = stop.as_mut() => return None,
         };
-        let err = RunError::Election {
-            namespace: election.namespace.clone(),
-            name: election.name.clone(),
-            source,
-        };
-        tracing::warn!(%err, retry_in = ?delay, "cannot use the leader lease yet");
-        health.set_not_ready(&err.to_string());
+        match attempt {
+            Ok(Ok(Attempt::Held(sent))) => return Some(sent),
+            Ok(Ok(Attempt::Other(_))) => {
+                delay = retry;
+                if !waiting {
+                    waiting = true;
+                    health.set_ready();
+                    tracing::info!(
+                        lease = %format!("{}/{}", election.namespace, election.name),
+                        identity = %election.identity,
+                        "waiting for the leader lease"
+                    );
+                }
+            }
+            Ok(Err(source)) => {
+                let err = RunError::Election {
+                    namespace: election.namespace.clone(),
+                    name: election.name.clone(),
+                    source,
+                };
+                tracing::warn!(%err, retry_in = ?delay, "cannot use the leader lease yet");
+                health.set_not_ready(&err.to_string());
+                waiting = false;
+                delay = (delay * 2).min(MAX_RETRY);
+            }
+            Err(_) => {
+                tracing::warn!(retry_in = ?delay, "the leader lease: no answer in time");
+                waiting = false;
+                delay = (delay * 2).min(MAX_RETRY);
+            }
+        }
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
             () = stop.as_mut() => return None,
         }
-        delay = (delay * 2).min(Duration::from_secs(30));
     }
 }
 
-/// Resolves once this leader cannot show that it still holds the lease
-/// for a while: no read of the Lease since has named it with a renewal
-/// that is good for more than half the renew margin (on this replica's
-/// clock, which wrote the renewal). Read every quarter margin (at most
-/// every second), each read given as long.
-///
-/// kube-lease-manager renews inside one call that returns only when the
-/// leadership changes: while the API server leaves its request unanswered
-/// (a node cut off from it) the leader hears nothing, a standby takes the
-/// expired lease, and the old leader went on reconciling from watches that
-/// had stopped, writing beside the new one (DeploymentGrid replicas set
-/// back and forth: pods created and deleted). client-go's leader election
-/// stops at its renew deadline for the same reason.
-async fn renewal_overdue(leases: Api<Lease>, election: &Election) {
-    let guard = election.renew_margin / 2;
-    let period =
-        (election.renew_margin / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
-    // It has just taken or renewed the lease.
-    let mut valid_until =
-        tokio::time::Instant::now() + election.lease_duration.saturating_sub(guard);
+/// Why a leader stopped leading.
+enum Lost {
+    /// Another replica holds the lease.
+    ToAnother,
+    /// No renewal succeeded within the renew deadline.
+    Overdue,
+}
+
+/// Renews the lease every retry period; resolves when this replica can no
+/// longer count on it. `renewed` is when the last successful renewal was
+/// sent.
+async fn keep(elector: &mut Elector, election: &Election, renewed: &mut Instant) -> Lost {
+    let retry = retry_period(election);
     loop {
-        let now = tokio::time::Instant::now();
-        if now >= valid_until {
+        tokio::time::sleep(retry).await;
+        let deadline = *renewed + renew_deadline(election);
+        match tokio::time::timeout_at(deadline, elector.acquire_or_renew()).await {
+            Ok(Ok(Attempt::Held(sent))) => *renewed = sent,
+            Ok(Ok(Attempt::Other(holder)))
+                if holder.as_deref() != Some(election.identity.as_str()) =>
+            {
+                tracing::warn!(
+                    holder = holder.as_deref().unwrap_or(""),
+                    "the leader lease is held by another replica"
+                );
+                return Lost::ToAnother;
+            }
+            // Written meanwhile, still naming this replica: tried again.
+            Ok(Ok(Attempt::Other(_))) => {}
+            Ok(Err(err)) => tracing::warn!(%err, "renewing the leader lease"),
+            Err(_) => {}
+        }
+        if Instant::now() >= *renewed + renew_deadline(election) {
             tracing::warn!(
                 lease = %election.name,
-                "the leader lease was not seen renewed in time; stopping"
+                deadline = ?renew_deadline(election),
+                "the leader lease was not renewed within its renew deadline; stopping"
             );
-            return;
-        }
-        tokio::time::sleep(period.min(valid_until - now)).await;
-        let (sent, wall) = (tokio::time::Instant::now(), SystemTime::now());
-        let Ok(Ok(lease)) = tokio::time::timeout(period, leases.get(&election.name)).await else {
-            continue;
-        };
-        if let Some(renewed) = renewed_by(&lease, &election.identity) {
-            let left = (renewed + election.lease_duration)
-                .duration_since(wall)
-                .unwrap_or_default()
-                .saturating_sub(guard);
-            valid_until = valid_until.max(sent + left);
-        }
-    }
-}
-
-/// When `identity` last renewed `lease`, if it holds it.
-fn renewed_by(lease: &Lease, identity: &str) -> Option<SystemTime> {
-    let spec = lease.spec.as_ref()?;
-    if spec.holder_identity.as_deref() != Some(identity) {
-        return None;
-    }
-    Some(SystemTime::from(spec.renew_time.as_ref()?.0))
-}
-
-/// Resolves when this replica stops leading (the lease task ended, or
-/// another replica holds the lease).
-async fn lost(mut leading: watch::Receiver<bool>) {
-    loop {
-        if leading.changed().await.is_err() || !*leading.borrow_and_update() {
-            return;
+            return Lost::Overdue;
         }
     }
 }

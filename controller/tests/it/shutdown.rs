@@ -27,7 +27,7 @@ enum Leases {
     /// A create succeeds; the next read is `404`, and later ones are never
     /// answered.
     VanishThenHang,
-    /// Served (created, read and patched) until the test sets
+    /// Served (created, read and replaced) until the test sets
     /// [`Seen::hang`]; from then on no request is answered: a node cut off
     /// from the API server.
     ServedThenHang,
@@ -44,6 +44,8 @@ struct Seen {
     lease: Mutex<Option<Value>>,
     /// Requests for anything but Leases: only a leader's controllers send them.
     others: AtomicUsize,
+    /// Lease writes that clear the holder (releases), sent once it hangs.
+    releases_unanswered: AtomicUsize,
     hang: AtomicBool,
 }
 
@@ -73,7 +75,13 @@ fn connection(conn: TcpStream, leases: Leases, seen: &Seen) {
             seen.others.fetch_add(1, Ordering::SeqCst);
         }
         let answer = match (leases, is_lease, method.as_str()) {
-            (Leases::ServedThenHang, _, _) if seen.hang.load(Ordering::SeqCst) => None,
+            (Leases::ServedThenHang, _, _) if seen.hang.load(Ordering::SeqCst) => {
+                let sent: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
+                if is_lease && method == "PUT" && sent["spec"]["holderIdentity"].is_null() {
+                    seen.releases_unanswered.fetch_add(1, Ordering::SeqCst);
+                }
+                None
+            }
             (Leases::ServedThenHang, true, _) => Some(served_lease(&method, &body, seen)),
             (Leases::VanishThenHang, true, "POST") => {
                 seen.lease_posts.fetch_add(1, Ordering::SeqCst);
@@ -140,8 +148,8 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<(String, String, Ve
 }
 
 /// A Lease request answered as the API server would, for one Lease:
-/// created, read, patched (a merge: kube-lease-manager's strategic and apply
-/// patches set plain fields).
+/// created, read, replaced only with the `resourceVersion` it has (`409`
+/// otherwise).
 fn served_lease(method: &str, body: &[u8], seen: &Seen) -> (u16, Value) {
     let mut lease = seen.lease.lock().unwrap();
     let sent: Value = serde_json::from_slice(body).unwrap_or(json!({}));
@@ -154,34 +162,24 @@ fn served_lease(method: &str, body: &[u8], seen: &Seen) -> (u16, Value) {
             (201, created)
         }
         ("GET", Some(kept)) => (200, kept.clone()),
-        ("PATCH", Some(kept)) => {
-            merge(kept, &sent);
+        ("PUT", Some(kept))
+            if sent["metadata"]["resourceVersion"] == kept["metadata"]["resourceVersion"] =>
+        {
             let version: u64 = kept["metadata"]["resourceVersion"]
                 .as_str()
                 .unwrap_or("1")
                 .parse()
                 .unwrap_or(1);
+            *kept = sent;
             kept["metadata"]["resourceVersion"] = json!((version + 1).to_string());
             (200, kept.clone())
         }
-        ("POST", Some(_)) => (
+        ("POST" | "PUT", Some(_)) => (
             409,
             json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-            "status": "Failure", "reason": "AlreadyExists", "code": 409}),
+            "status": "Failure", "reason": "Conflict", "code": 409}),
         ),
         _ => (404, not_found()),
-    }
-}
-
-/// `patch` merged into `into` (objects field by field, anything else replaced).
-fn merge(into: &mut Value, patch: &Value) {
-    match (into, patch) {
-        (Value::Object(into), Value::Object(patch)) => {
-            for (key, value) in patch {
-                merge(into.entry(key.clone()).or_insert(Value::Null), value);
-            }
-        }
-        (into, patch) => *into = patch.clone(),
     }
 }
 
@@ -346,5 +344,12 @@ fn a_leader_whose_api_server_stops_answering_stops_by_itself() {
     assert!(
         !status.success(),
         "it stopped leading but exited with {status}"
+    );
+    // A release it cannot know the fate of: delivered late, it would clear
+    // the lease of the standby that took it meanwhile.
+    assert_eq!(
+        seen.releases_unanswered.load(Ordering::SeqCst),
+        0,
+        "it sent a release of a lease it could no longer show it held"
     );
 }

@@ -210,13 +210,37 @@ expect "the proxy's image after the update" "$(kubectl -n kube-system get pods -
 sleep 5
 drill_end "3 (rolling update)"
 
+# 4. The node of the controller's leader cut off from the API server for 30 s: a standby
+# takes the lease once it expires, and the old leader has stopped before (its last log line
+# earlier than the new leader's acquireTime; it exits 1 and the kubelet restarts it). A
+# leader once went on after such a cut, from watches that had stopped, and wrote beside the
+# new one: beijing's replicas set back and forth, pods created and deleted.
+lease_holder() { kubectl -n kube-system get lease sitegrid-controller -o jsonpath='{.spec.holderIdentity}'; }
+leader=$(lease_holder)
+leader_node=$(kubectl -n kube-system get pod "$leader" -o jsonpath='{.spec.nodeName}')
+[[ -n $leader_node ]] || fail "the controller's leader $leader: no pod"
+node_cut "$leader_node"
+taken_over() { local h; h=$(lease_holder) && [[ -n $h && $h != "$leader" ]]; }
+retry 60 taken_over || { node_uncut "$leader_node"; fail "no standby took the lease within 60 s of cutting $leader_node off"; }
+node_uncut "$leader_node"
+new_leader=$(lease_holder)
+acquired=$(kubectl -n kube-system get lease sitegrid-controller -o jsonpath='{.spec.acquireTime}')
+restarted() { [[ $(kubectl -n kube-system get pod "$leader" -o jsonpath='{.status.containerStatuses[0].restartCount}') -ge 1 ]]; }
+retry 90 restarted || fail "the controller's leader $leader, cut off on $leader_node, was never restarted: it went on as the leader"
+# Its first container's log, on the node's disk (the kubelet's name: NAMESPACE_POD_UID/CONTAINER/0.log).
+first_log=$(ls "$NODES_DIR/$leader_node"/log-pods/kube-system_"$leader"_*/controller/0.log 2>/dev/null | head -1)
+stopped=$(grep -h 'not renewed within its renew deadline' "$first_log" 2>/dev/null | head -1 | cut -d' ' -f1)
+[[ -n $stopped ]] || fail "the cut-off leader $leader said nothing of its lease: $(tail -3 "$first_log" 2>&1)"
+[[ $stopped < $acquired ]] || fail "the cut-off leader $leader stopped at $stopped, after the new leader took the lease at $acquired"
+# Back, the old leader is a standby: the new one keeps the lease (a release the old one sent
+# while cut off, delivered late, once cleared it and the restarted old leader took it back).
+sleep 15
+[[ $(lease_holder) == "$new_leader" ]] || fail "the new leader $new_leader lost the lease to $(lease_holder) once $leader_node was back"
+echo "figures: drill 4, leader $leader on $leader_node cut off: it stopped at $stopped, $new_leader took the lease at $acquired and kept it"
+
 # 2. bj-1 cut off from the API server for 60 s: beijing's traffic keeps flowing; once it is
 # back, a new beijing pod (the grid scaled) gets traffic within seconds, and the scaling
-# makes that one pod only. When the controller's leader runs on bj-1 it is cut off too: a
-# standby takes the lease, and the old leader must stop before then (it once went on, and
-# the two set beijing's replicas back and forth: pods created and deleted).
-leader=$(kubectl -n kube-system get lease sitegrid-controller -o jsonpath='{.spec.holderIdentity}')
-echo "figures: drill 2, the controller's leader before the cut: $leader on $(kubectl -n kube-system get pod "$leader" -o jsonpath='{.spec.nodeName}' 2>/dev/null)"
+# makes that one pod only.
 # beijing_deletes: the pods beijing's ReplicaSets deleted, from their events.
 beijing_deletes() {
     kubectl get events --field-selector reason=SuccessfulDelete,involvedObject.kind=ReplicaSet \
