@@ -210,7 +210,7 @@ expect "the proxy's image after the update" "$(kubectl -n kube-system get pods -
 sleep 5
 drill_end "3 (rolling update)"
 
-# 4. The node of the controller's leader cut off from the API server for 30 s: a standby
+# 5. The node of the controller's leader cut off from the API server: a standby
 # takes the lease once it expires, and the old leader has stopped before (its last log line
 # earlier than the new leader's acquireTime; it exits 1 and the kubelet restarts it). A
 # leader once went on after such a cut, from watches that had stopped, and wrote beside the
@@ -236,7 +236,7 @@ stopped=$(grep -h 'not renewed within its renew deadline' "$first_log" 2>/dev/nu
 # while cut off, delivered late, once cleared it and the restarted old leader took it back).
 sleep 15
 [[ $(lease_holder) == "$new_leader" ]] || fail "the new leader $new_leader lost the lease to $(lease_holder) once $leader_node was back"
-echo "figures: drill 4, leader $leader on $leader_node cut off: it stopped at $stopped, $new_leader took the lease at $acquired and kept it"
+echo "figures: drill 5, leader $leader on $leader_node cut off: it stopped at $stopped, $new_leader took the lease at $acquired and kept it"
 
 # 2. bj-1 cut off from the API server for 60 s: beijing's traffic keeps flowing; once it is
 # back, a new beijing pod (the grid scaled) gets traffic within seconds, and the scaling
