@@ -234,7 +234,7 @@ stopped=$(grep -h 'not renewed within its renew deadline' "$first_log" 2>/dev/nu
 [[ $stopped < $acquired ]] || fail "the cut-off leader $leader stopped at $stopped, after the new leader took the lease at $acquired"
 # Back, the old leader is a standby: the new one keeps the lease (a release the old one sent
 # while cut off, delivered late, once cleared it and the restarted old leader took it back).
-sleep 15
+sleep 5
 [[ $(lease_holder) == "$new_leader" ]] || fail "the new leader $new_leader lost the lease to $(lease_holder) once $leader_node was back"
 echo "figures: drill 5, leader $leader on $leader_node cut off: it stopped at $stopped, $new_leader took the lease at $acquired and kept it"
 
