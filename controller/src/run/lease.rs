@@ -290,6 +290,14 @@ mod tests {
         matches!(attempt, Attempt::Held(_))
     }
 
+    /// `elector` tries the lease and finds `holder` holding it.
+    async fn finds(elector: &mut Elector, holder: &str) {
+        assert_eq!(
+            elector.acquire_or_renew().await.unwrap(),
+            Attempt::Other(Some(holder.into()))
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_standby_takes_the_lease_only_once_it_saw_it_unchanged_for_a_lease_duration() {
         let server = Server::default();
@@ -298,27 +306,15 @@ mod tests {
             held(a.acquire_or_renew().await.unwrap()),
             "a creates and holds the lease"
         );
-        assert_eq!(
-            b.acquire_or_renew().await.unwrap(),
-            Attempt::Other(Some("a".into()))
-        );
+        finds(&mut b, "a").await;
         tokio::time::advance(DURATION - Duration::from_secs(1)).await;
-        assert_eq!(
-            b.acquire_or_renew().await.unwrap(),
-            Attempt::Other(Some("a".into()))
-        );
+        finds(&mut b, "a").await;
         // a renews: b starts over.
         assert!(held(a.acquire_or_renew().await.unwrap()));
         tokio::time::advance(Duration::from_secs(2)).await;
-        assert_eq!(
-            b.acquire_or_renew().await.unwrap(),
-            Attempt::Other(Some("a".into()))
-        );
+        finds(&mut b, "a").await;
         tokio::time::advance(DURATION - Duration::from_secs(1)).await;
-        assert_eq!(
-            b.acquire_or_renew().await.unwrap(),
-            Attempt::Other(Some("a".into()))
-        );
+        finds(&mut b, "a").await;
         tokio::time::advance(Duration::from_secs(1)).await;
         assert!(
             held(b.acquire_or_renew().await.unwrap()),
@@ -331,10 +327,7 @@ mod tests {
         );
         // a, back, finds b holding it and writes nothing.
         let writes = server.writes.lock().len();
-        assert_eq!(
-            a.acquire_or_renew().await.unwrap(),
-            Attempt::Other(Some("b".into()))
-        );
+        finds(&mut a, "b").await;
         assert_eq!(server.writes.lock().len(), writes);
     }
 
@@ -358,10 +351,7 @@ mod tests {
         let server = Server::default();
         let (mut a, mut b) = (server.elector("a"), server.elector("b"));
         assert!(held(a.acquire_or_renew().await.unwrap()));
-        assert_eq!(
-            b.acquire_or_renew().await.unwrap(),
-            Attempt::Other(Some("a".into()))
-        );
+        finds(&mut b, "a").await;
         b.release().await.unwrap();
         assert_eq!(
             server.holder().as_deref(),
