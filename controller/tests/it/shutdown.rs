@@ -70,7 +70,6 @@ fn connection(conn: TcpStream, leases: Leases, seen: &Seen) {
     let mut out = conn;
     while let Some((method, path, body)) = read_request(&mut reader) {
         let is_lease = path.contains("/leases");
-
         if !is_lease {
             seen.others.fetch_add(1, Ordering::SeqCst);
         }
@@ -315,7 +314,7 @@ fn a_leader_whose_api_server_stops_answering_stops_by_itself() {
         "cut-off",
         &[
             "--leader-elect-identity=cut-off",
-            "--leader-elect-lease-duration=4s",
+            "--leader-elect-lease-duration=6s",
             "--leader-elect-renew-margin=2s",
         ],
     );
