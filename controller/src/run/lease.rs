@@ -68,11 +68,8 @@ impl Elector {
     /// holds it.
     pub(super) async fn acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
         let sent = Instant::now();
-        let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
-        let params = PostParams {
-            field_manager: Some(self.field_manager.clone()),
-            ..PostParams::default()
-        };
+        let now = now();
+        let params = self.params();
         let Some(mut lease) = self.api.get_opt(&self.name).await? else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -116,7 +113,7 @@ impl Elector {
         if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
             return Ok(());
         }
-        let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        let now = now();
         // As client-go releases: no holder, a one-second lease renewed now.
         lease.spec = Some(LeaseSpec {
             holder_identity: None,
@@ -125,11 +122,7 @@ impl Elector {
             renew_time: Some(now),
             ..spec
         });
-        let params = PostParams {
-            field_manager: Some(self.field_manager.clone()),
-            ..PostParams::default()
-        };
-        match self.api.replace(&self.name, &params, &lease).await {
+        match self.api.replace(&self.name, &self.params(), &lease).await {
             Ok(_) => Ok(()),
             // Written by another since: not this replica's any more.
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
@@ -161,10 +154,23 @@ impl Elector {
         }
     }
 
+    /// Every write's parameters: the field manager the lease is written as.
+    fn params(&self) -> PostParams {
+        PostParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PostParams::default()
+        }
+    }
+
     fn took(&mut self, lease: Lease, sent: Instant) -> Attempt {
         self.observed = Some((lease.spec.unwrap_or_default(), sent));
         Attempt::Held(sent)
     }
+}
+
+/// The time a write records, as a `MicroTime`.
+fn now() -> MicroTime {
+    MicroTime(k8s_openapi::jiff::Timestamp::now())
 }
 
 /// How long a record lasts unchanged before a standby may take the lease:

@@ -101,7 +101,9 @@ pub async fn run(
         format!("{FIELD_MANAGER}-lease"),
     );
     let mut stop = std::pin::pin!(stopped());
-    let Some(mut renewed) = contend(&mut elector, &election, &health, stop.as_mut()).await else {
+    let Some(mut renewed) =
+        contend(&mut elector, &election, &lease_name, &health, stop.as_mut()).await
+    else {
         return Ok(());
     };
     tracing::info!(lease = %lease_name, identity = %election.identity, "became the leader");
@@ -164,6 +166,7 @@ fn renew_deadline(election: &Election) -> Duration {
 async fn contend(
     elector: &mut Elector,
     election: &Election,
+    lease_name: &str,
     health: &Health,
     mut stop: Pin<&mut impl Future<Output = ()>>,
 ) -> Option<Instant> {
@@ -183,7 +186,7 @@ async fn contend(
                     waiting = true;
                     health.set_ready();
                     tracing::info!(
-                        lease = %format!("{}/{}", election.namespace, election.name),
+                        lease = %lease_name,
                         identity = %election.identity,
                         "waiting for the leader lease"
                     );
@@ -225,10 +228,10 @@ enum Lost {
 /// longer count on it. `renewed` is when the last successful renewal was
 /// sent.
 async fn keep(elector: &mut Elector, election: &Election, renewed: &mut Instant) -> Lost {
-    let retry = retry_period(election);
+    let (retry, renew_deadline) = (retry_period(election), renew_deadline(election));
     loop {
         tokio::time::sleep(retry).await;
-        let deadline = *renewed + renew_deadline(election);
+        let deadline = *renewed + renew_deadline;
         match tokio::time::timeout_at(deadline, elector.acquire_or_renew()).await {
             Ok(Ok(Attempt::Held(sent))) => *renewed = sent,
             Ok(Ok(Attempt::Other(holder)))
@@ -245,10 +248,10 @@ async fn keep(elector: &mut Elector, election: &Election, renewed: &mut Instant)
             Ok(Err(err)) => tracing::warn!(%err, "renewing the leader lease"),
             Err(_) => {}
         }
-        if Instant::now() >= *renewed + renew_deadline(election) {
+        if Instant::now() >= *renewed + renew_deadline {
             tracing::warn!(
                 lease = %election.name,
-                deadline = ?renew_deadline(election),
+                deadline = ?renew_deadline,
                 "the leader lease was not renewed within its renew deadline; stopping"
             );
             return Lost::Overdue;
