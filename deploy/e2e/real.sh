@@ -46,7 +46,7 @@ real_back() {
     REAL_BACK=1
     # The scenario's control plane goes down: its logs and events kept for a failure's reading.
     kubectl get events -A -o wide --sort-by=.lastTimestamp >"$SITEGRID_E2E_RUN/logs/events.txt" 2>&1
-    rm -rf "$SITEGRID_E2E_LOGS/cluster-${name:-real}" && cp -r "$SITEGRID_E2E_RUN/logs" "$SITEGRID_E2E_LOGS/cluster-${name:-real}"
+    rm -rf "$SITEGRID_E2E_LOGS/cluster-${SCENARIO:-real}" && cp -r "$SITEGRID_E2E_RUN/logs" "$SITEGRID_E2E_LOGS/cluster-${SCENARIO:-real}"
     nodes_cleanup
     "$E2E_DIR/cluster.sh" down >/dev/null 2>&1
     "$E2E_DIR/cluster.sh" up >/dev/null 2>>"$SITEGRID_E2E_LOGS/cluster-real.log" || fail "control plane after the scenario"

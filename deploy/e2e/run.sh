@@ -30,7 +30,7 @@ for name in "${names[@]}"; do
     # Its output is kept too: on failure the harness repeats its end after the components'
     # logs, where a CI log's tail shows it. A process substitution, not a pipe: a process a
     # scenario leaves running with its output open must not hold the suite up.
-    if (source "$E2E_DIR/lib.sh"; source "$E2E_DIR/scenarios/$name.sh") \
+    if (SCENARIO=$name; source "$E2E_DIR/lib.sh"; source "$E2E_DIR/scenarios/$name.sh") \
         > >(tee "$SITEGRID_E2E_LOGS/scenario-$name.out") 2>&1; then
         echo "e2e: $name ... ok ($((SECONDS - started)) s)"; passed=$((passed + 1))
     else
