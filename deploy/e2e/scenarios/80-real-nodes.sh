@@ -219,6 +219,10 @@ lease_holder() { kubectl -n kube-system get lease sitegrid-controller -o jsonpat
 leader=$(lease_holder)
 leader_node=$(kubectl -n kube-system get pod "$leader" -o jsonpath='{.spec.nodeName}')
 [[ -n $leader_node ]] || fail "the controller's leader $leader: no pod"
+# The manifest asks the scheduler to keep the two replicas apart: a standby on the same node
+# would be cut off too.
+replica_nodes=$(kubectl -n kube-system get pods -l app=sitegrid-controller -o jsonpath='{.items[*].spec.nodeName}')
+[[ $(tr ' ' '\n' <<<"$replica_nodes" | sort -u | wc -l) -ge 2 ]] || fail "the controller's replicas share a node ($replica_nodes): no standby to take over"
 node_cut "$leader_node"
 taken_over() { local h; h=$(lease_holder) && [[ -n $h && $h != "$leader" ]]; }
 retry 60 taken_over || { node_uncut "$leader_node"; fail "no standby took the lease within 60 s of cutting $leader_node off"; }
