@@ -17,6 +17,7 @@ pub mod memory;
 mod nofile;
 pub mod ops;
 mod process;
+mod reap;
 pub mod response;
 pub mod serve;
 mod service;

@@ -32,6 +32,8 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::reap::reap;
+
 /// Bounds on what one connection may hold or take, against slow and abusive
 /// clients. The defaults follow kube-apiserver's (Go's `http.Server` as
 /// kube-apiserver sets it up) where it has one.
@@ -156,11 +158,12 @@ impl Builders {
                     streams,
                 },
             );
-            let mut conn = std::pin::pin!(conn);
+            // Boxed to be handed to the reaper once it ended (see `reap`).
+            let mut conn = Box::pin(conn);
             let mut closing = false;
-            loop {
+            let served = loop {
                 tokio::select! {
-                    served = conn.as_mut() => return served,
+                    served = conn.as_mut() => break served,
                     () = shutdown.cancelled(), if !closing => {
                         conn.as_mut().graceful_shutdown();
                         closing = true;
@@ -171,11 +174,16 @@ impl Builders {
                         closing = true;
                     }
                 }
-            }
+            };
+            reap(conn);
+            served
         } else {
-            watcher
-                .watch(self.http1.serve_connection(io, service))
-                .await
+            // hyper's connection keeps its socket, buffers and response
+            // body after it ended, until dropped: by the reaper.
+            let mut conn = Box::pin(watcher.watch(self.http1.serve_connection(io, service)));
+            let served = conn.as_mut().await;
+            reap(conn);
+            served
         }
     }
 }
@@ -567,14 +575,14 @@ pub async fn serve<S, B, F>(
                             .await
                         {
                             Ok(Ok(Some(h2))) => h2,
-                            Ok(Ok(None)) => return,
+                            Ok(Ok(None)) => return reap(stream),
                             Ok(Err(err)) => {
                                 debug!(%peer, error = %err, "reading the first bytes");
                                 return;
                             }
                             Err(_) => {
                                 debug!(%peer, "no request arrived in time");
-                                return;
+                                return reap(stream);
                             }
                         };
                     let svc = hyper::service::service_fn(service);

@@ -59,7 +59,22 @@ struct Args {
     /// within 20 % of before the attack, 60 s after it).
     #[arg(long, default_value_t = 60)]
     settle_seconds: u64,
+    /// Only these attacks, by name, comma-separated (default: all of
+    /// them): baseline, idle, watches, slowloris, oversized, reset, tls.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
+
+/// The attacks' names for `--only`, in the order they run.
+const ATTACKS: [&str; 7] = [
+    "baseline",
+    "idle",
+    "watches",
+    "slowloris",
+    "oversized",
+    "reset",
+    "tls",
+];
 
 /// A proxy process, stopped when this is dropped (also when the run ends
 /// early with an error).
@@ -130,6 +145,14 @@ struct Hold {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     sitegrid_runtime::raise_open_files_limit();
+    if let Some(unknown) = args.only.iter().find(|a| !ATTACKS.contains(&a.as_str())) {
+        return Err(format!(
+            "--only: no attack {unknown:?}; the attacks: {}",
+            ATTACKS.join(", ")
+        )
+        .into());
+    }
+    let run = |name: &str| args.only.is_empty() || args.only.iter().any(|a| a == name);
     let bin = proxy_bin(args.proxy_bin.as_deref())?;
     let api = ApiServer::new(ApiServerConfig::default());
     api.load(args.size.objects("v1"));
@@ -158,157 +181,173 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n = args.connections;
     let slow = args.slow;
 
-    rows.push(
-        attack(&api, &http, &plain, addr, "none (baseline)", hold, async {
-            String::from("-")
-        })
-        .await,
-    );
-    rows.push(
-        attack(
-            &api,
-            &http,
-            &plain,
-            addr,
-            &format!("{n} idle connections"),
-            hold,
-            async move {
+    if run("baseline") {
+        rows.push(
+            attack(&api, &http, &plain, addr, "none (baseline)", hold, async {
+                String::from("-")
+            })
+            .await,
+        );
+    }
+    if run("idle") {
+        rows.push(
+            attack(
+                &api,
+                &http,
+                &plain,
+                addr,
+                &format!("{n} idle connections"),
+                hold,
+                async move {
+                    let mut held = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        match TcpStream::connect(addr).await {
+                            Ok(c) => held.push(c),
+                            Err(e) => return format!("{} connected, then: {e}", held.len()),
+                        }
+                    }
+                    tokio::time::sleep(secs).await;
+                    format!("{} held open", held.len())
+                },
+            )
+            .await,
+        );
+    }
+    if run("watches") {
+        rows.push(
+            attack(&api, &http, &plain, addr, &format!("{n} open watches (--max-watches={max})"), hold, async move {
                 let mut held = Vec::with_capacity(n);
                 for _ in 0..n {
-                    match TcpStream::connect(addr).await {
-                        Ok(c) => held.push(c),
-                        Err(e) => return format!("{} connected, then: {e}", held.len()),
+                    let Ok(mut c) = TcpStream::connect(addr).await else { break };
+                    let req = "GET /api/v1/endpoints?watch=1&resourceVersion=0 HTTP/1.1\r\nHost: sitegrid\r\n\r\n";
+                    if c.write_all(req.as_bytes()).await.is_err() {
+                        break;
                     }
+                    held.push(c); // never read: the initial events wait in buffers
                 }
                 tokio::time::sleep(secs).await;
-                format!("{} held open", held.len())
-            },
-        )
-        .await,
-    );
-    rows.push(
-        attack(&api, &http, &plain, addr, &format!("{n} open watches (--max-watches={max})"), hold, async move {
-            let mut held = Vec::with_capacity(n);
-            for _ in 0..n {
-                let Ok(mut c) = TcpStream::connect(addr).await else { break };
-                let req = "GET /api/v1/endpoints?watch=1&resourceVersion=0 HTTP/1.1\r\nHost: sitegrid\r\n\r\n";
-                if c.write_all(req.as_bytes()).await.is_err() {
-                    break;
-                }
-                held.push(c); // never read: the initial events wait in buffers
-            }
-            tokio::time::sleep(secs).await;
-            format!("{} watches opened, none reading", held.len())
-        })
-        .await,
-    );
-    rows.push(
-        attack(
-            &api,
-            &http,
-            &plain,
-            addr,
-            &format!("{slow} slowloris (1 byte/s)"),
-            hold,
-            async move {
-                // Held past the proxy's 32 s request head timeout.
-                let tasks: Vec<_> = (0..slow)
-                    .map(|_| {
-                        tokio::spawn(abuse::slow_headers(
-                            addr,
-                            Duration::from_secs(1),
-                            Duration::from_secs(60),
-                        ))
-                    })
-                    .collect();
-                closed_report(tasks, "request head timeout 32 s").await
-            },
-        )
-        .await,
-    );
-    rows.push(
-        attack(
-            &api,
-            &http,
-            &plain,
-            addr,
-            &format!("{slow} oversized heads (300 KB)"),
-            hold,
-            async move {
-                let big = format!(
-                    "GET /api/v1/services HTTP/1.1\r\nHost: s\r\nX-Big: {}\r\n\r\n",
-                    "a".repeat(300 * 1024)
-                );
-                let big = Arc::new(big);
-                let tasks: Vec<_> = (0..slow)
-                    .map(|_| {
-                        let big = big.clone();
-                        tokio::spawn(async move {
-                            abuse::raw_http1(addr, big.as_bytes(), Duration::from_secs(5)).await
-                        })
-                    })
-                    .collect();
-                let mut codes = std::collections::BTreeMap::new();
-                for t in tasks {
-                    let code = match t.await {
-                        Ok(Ok((answers, _))) => answers.first().map_or(0, |a| a.code),
-                        _ => 0,
-                    };
-                    *codes.entry(code).or_insert(0) += 1;
-                }
-                format!("answers by code (0: reset while still sending, the 431 unread): {codes:?}")
-            },
-        )
-        .await,
-    );
-    let resets = args.resets;
-    rows.push(
-        attack(&api, &http, &plain, addr, &format!("HTTP/2 rapid reset, {resets} connections"), hold, async move {
-            let tasks: Vec<_> = (0..resets)
-                .map(|_| tokio::spawn(h2::rapid_reset(addr, SERVICES, 5_000, Duration::from_secs(10))))
-                .collect();
-            let (mut goaway, mut sent) = (0, 0);
-            for t in tasks {
-                if let Ok(Ok(r)) = t.await {
-                    sent += r.sent;
-                    goaway += usize::from(r.goaway == Some(h2::ENHANCE_YOUR_CALM));
-                }
-            }
-            format!("{goaway} of {resets} ended with GOAWAY ENHANCE_YOUR_CALM after {sent} streams in all")
-        })
-        .await,
-    );
-    let mut tries = 0;
-    while !tls_list(tls_addr).await {
-        tries += 1;
-        if tries > 600 {
-            return Err(format!("TLS proxy on {tls_addr} did not serve within 60 s").into());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+                format!("{} watches opened, none reading", held.len())
+            })
+            .await,
+        );
     }
-    rows.push(
-        attack(
-            &api,
-            &http,
-            &tls,
-            tls_addr,
-            &format!("{slow} stalled TLS handshakes"),
-            hold,
-            async move {
-                let tasks: Vec<_> = (0..slow)
-                    .map(|i| {
-                        tokio::spawn(abuse::stalled_tls(
-                            tls_addr,
-                            i % 2 == 0,
-                            Duration::from_secs(60),
-                        ))
-                    })
+    if run("slowloris") {
+        rows.push(
+            attack(
+                &api,
+                &http,
+                &plain,
+                addr,
+                &format!("{slow} slowloris (1 byte/s)"),
+                hold,
+                async move {
+                    // Held past the proxy's 32 s request head timeout.
+                    let tasks: Vec<_> = (0..slow)
+                        .map(|_| {
+                            tokio::spawn(abuse::slow_headers(
+                                addr,
+                                Duration::from_secs(1),
+                                Duration::from_secs(60),
+                            ))
+                        })
+                        .collect();
+                    closed_report(tasks, "request head timeout 32 s").await
+                },
+            )
+            .await,
+        );
+    }
+    if run("oversized") {
+        rows.push(
+            attack(
+                &api,
+                &http,
+                &plain,
+                addr,
+                &format!("{slow} oversized heads (300 KB)"),
+                hold,
+                async move {
+                    let big = format!(
+                        "GET /api/v1/services HTTP/1.1\r\nHost: s\r\nX-Big: {}\r\n\r\n",
+                        "a".repeat(300 * 1024)
+                    );
+                    let big = Arc::new(big);
+                    let tasks: Vec<_> = (0..slow)
+                        .map(|_| {
+                            let big = big.clone();
+                            tokio::spawn(async move {
+                                abuse::raw_http1(addr, big.as_bytes(), Duration::from_secs(5)).await
+                            })
+                        })
+                        .collect();
+                    let mut codes = std::collections::BTreeMap::new();
+                    for t in tasks {
+                        let code = match t.await {
+                            Ok(Ok((answers, _))) => answers.first().map_or(0, |a| a.code),
+                            _ => 0,
+                        };
+                        *codes.entry(code).or_insert(0) += 1;
+                    }
+                    format!(
+                        "answers by code (0: reset while still sending, the 431 unread): {codes:?}"
+                    )
+                },
+            )
+            .await,
+        );
+    }
+    let resets = args.resets;
+    if run("reset") {
+        rows.push(
+            attack(&api, &http, &plain, addr, &format!("HTTP/2 rapid reset, {resets} connections"), hold, async move {
+                let tasks: Vec<_> = (0..resets)
+                    .map(|_| tokio::spawn(h2::rapid_reset(addr, SERVICES, 5_000, Duration::from_secs(10))))
                     .collect();
-                closed_report(tasks, "handshake timeout 10 s").await
-            },
-        )
-        .await,
-    );
+                let (mut goaway, mut sent) = (0, 0);
+                for t in tasks {
+                    if let Ok(Ok(r)) = t.await {
+                        sent += r.sent;
+                        goaway += usize::from(r.goaway == Some(h2::ENHANCE_YOUR_CALM));
+                    }
+                }
+                format!("{goaway} of {resets} ended with GOAWAY ENHANCE_YOUR_CALM after {sent} streams in all")
+            })
+            .await,
+        );
+    }
+    if run("tls") {
+        let mut tries = 0;
+        while !tls_list(tls_addr).await {
+            tries += 1;
+            if tries > 600 {
+                return Err(format!("TLS proxy on {tls_addr} did not serve within 60 s").into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        rows.push(
+            attack(
+                &api,
+                &http,
+                &tls,
+                tls_addr,
+                &format!("{slow} stalled TLS handshakes"),
+                hold,
+                async move {
+                    let tasks: Vec<_> = (0..slow)
+                        .map(|i| {
+                            tokio::spawn(abuse::stalled_tls(
+                                tls_addr,
+                                i % 2 == 0,
+                                Duration::from_secs(60),
+                            ))
+                        })
+                        .collect();
+                    closed_report(tasks, "handshake timeout 10 s").await
+                },
+            )
+            .await,
+        );
+    }
     drop((plain, tls));
 
     println!("# sitegrid-abuse\n");
