@@ -9,6 +9,14 @@
 //! free (`mallinfo2`) and, since the last trim, more was freed or the process
 //! grew, checked every few seconds ([`Trimmer`]).
 //!
+//! Counting the free bytes walks the arenas too, and a heap of hundreds of
+//! megabytes in many chunks (ten thousand watches held open) took up to
+//! 39 ms, stalling allocations meanwhile; a good client's LIST waited
+//! 19 ms behind one. So the allocator is looked at only with a reason: the
+//! process stopped growing, many connections ended since the last look
+//! ([`note_freed`]), or, with neither, a while has passed, doubling from
+//! [`CHECK_EVERY`] to [`QUIET_MAX`] while looks find nothing to trim.
+//!
 //! Written by hand: no well-kept crate wraps the two glibc calls, and the
 //! allocator stays glibc (docs/decisions/0003-allocator.md). They are the
 //! only unsafe code of the workspace; elsewhere (musl, other systems) this
@@ -25,6 +33,23 @@ pub const TRIM_AFTER_BYTES: u64 = 8 << 20;
 
 /// Growth between two looks that means the process is still growing.
 pub const GROWING_BYTES: u64 = 1 << 20;
+
+/// The longest the allocator goes without a look when nothing suggests
+/// memory was freed.
+pub const QUIET_MAX: Duration = Duration::from_secs(60);
+
+/// How many ended connections (or other [`note_freed`] calls) since the
+/// last look call for another.
+pub const FREED_FOR_A_LOOK: u64 = 64;
+
+/// Calls of [`note_freed`] since the process started.
+static FREED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Tells the trimmer that something sizeable was freed (a connection and
+/// what it held); enough of them call for a look at the allocator.
+pub fn note_freed() {
+    FREED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
 
 /// What the allocator holds that the program freed, in bytes (`None` where
 /// the allocator cannot tell).
@@ -62,6 +87,14 @@ pub struct Trimmer {
     resident_after_trim: u64,
     /// The resident size at the last look.
     resident_before: Option<u64>,
+    /// It grew at a check since the last look at the allocator.
+    grew: bool,
+    /// [`note_freed`]'s count at the last look.
+    freed_at_look: u64,
+    /// When the next look is due without a reason, and how long after a
+    /// look that one is.
+    next_look: Duration,
+    quiet: Duration,
 }
 
 impl Trimmer {
@@ -75,6 +108,36 @@ impl Trimmer {
     pub fn still_growing(&mut self, resident: u64) -> bool {
         let before = self.resident_before.replace(resident);
         before.is_some_and(|before| resident > before.saturating_add(GROWING_BYTES))
+    }
+
+    /// Whether to look at the allocator (count its free bytes) at this
+    /// check, `resident` bytes being resident, `freed` the count of
+    /// [`note_freed`], `now` the time since the checks began: when the
+    /// process stopped growing, when [`FREED_FOR_A_LOOK`] were freed since
+    /// the last look, or when the quiet time since it has passed.
+    pub fn look_now(&mut self, resident: u64, freed: u64, now: Duration) -> bool {
+        if self.still_growing(resident) {
+            self.grew = true;
+            return false;
+        }
+        let look = std::mem::take(&mut self.grew)
+            || freed >= self.freed_at_look.saturating_add(FREED_FOR_A_LOOK)
+            || now >= self.next_look;
+        if look {
+            self.freed_at_look = freed;
+        }
+        look
+    }
+
+    /// Records a look at `now` and whether it led to a trim: the quiet time
+    /// doubles (up to [`QUIET_MAX`]) while looks find nothing to trim.
+    pub fn looked(&mut self, trimmed: bool, now: Duration) {
+        self.quiet = if trimmed {
+            CHECK_EVERY
+        } else {
+            (self.quiet * 2).clamp(CHECK_EVERY, QUIET_MAX)
+        };
+        self.next_look = now + self.quiet;
     }
 
     /// Whether to trim now, `free` bytes being free and `resident` resident.
@@ -100,36 +163,41 @@ pub async fn give_back_freed_memory() {
     let mut trimmer = Trimmer::default();
     let mut every = tokio::time::interval(CHECK_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let start = tokio::time::Instant::now();
     loop {
         every.tick().await;
         let Some(resident) = resident_bytes() else {
             return;
         };
-        if trimmer.still_growing(resident) {
+        let freed = FREED.load(std::sync::atomic::Ordering::Relaxed);
+        if !trimmer.look_now(resident, freed, start.elapsed()) {
             continue;
         }
-        let Some(free) = free_bytes() else {
+        // On a blocking thread, as the trim: no async thread (and no request
+        // it would serve) waits for the walk.
+        let Ok(Some(free)) = tokio::task::spawn_blocking(free_bytes).await else {
             return;
         };
-        if !trimmer.due(free, resident) {
-            continue;
+        let due = trimmer.due(free, resident);
+        if due {
+            let after = tokio::task::spawn_blocking(|| {
+                let released = trim();
+                let free = free_bytes().unwrap_or_default();
+                (released, free, resident_bytes().unwrap_or_default())
+            })
+            .await;
+            if let Ok((released, free_after, resident_after)) = after {
+                tracing::debug!(
+                    free,
+                    resident,
+                    resident_after,
+                    released,
+                    "gave freed memory back to the system"
+                );
+                trimmer.trimmed(free_after, resident_after);
+            }
         }
-        let after = tokio::task::spawn_blocking(|| {
-            let released = trim();
-            let free = free_bytes().unwrap_or_default();
-            (released, free, resident_bytes().unwrap_or_default())
-        })
-        .await;
-        if let Ok((released, free_after, resident_after)) = after {
-            tracing::debug!(
-                free,
-                resident,
-                resident_after,
-                released,
-                "gave freed memory back to the system"
-            );
-            trimmer.trimmed(free_after, resident_after);
-        }
+        trimmer.looked(due, start.elapsed());
     }
 }
 
@@ -185,6 +253,46 @@ mod tests {
         assert!(!t.due(280 * MIB, 20 * MIB));
         // Taken again and freed again: free as before, but resident again.
         assert!(t.due(280 * MIB, 120 * MIB));
+    }
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_steady_process_is_looked_at_less_and_less_often() {
+        let mut t = Trimmer::default();
+        let mut looks = Vec::new();
+        for check in 0..40u32 {
+            let now = CHECK_EVERY * check;
+            if t.look_now(300 * MIB, 0, now) {
+                looks.push(now.as_secs());
+                t.looked(false, now);
+            }
+        }
+        // 5 s apart at first, then 10, 20, 40, then a minute.
+        assert_eq!(looks, [0, 5, 15, 35, 75, 135, 195]);
+    }
+
+    #[test]
+    fn ended_connections_or_growth_that_stopped_call_for_a_look_at_once() {
+        let mut t = Trimmer::default();
+        assert!(t.look_now(300 * MIB, 0, Duration::ZERO), "the first check");
+        t.looked(false, Duration::ZERO);
+        let few = FREED_FOR_A_LOOK - 1;
+        assert!(!t.look_now(300 * MIB, few, S), "a few connections ended");
+        assert!(t.look_now(300 * MIB, FREED_FOR_A_LOOK, 2 * S), "many ended");
+        t.looked(false, 2 * S);
+        // An attack arrives: no look while the process grows, one when it stopped.
+        let n = FREED_FOR_A_LOOK;
+        assert!(!t.look_now(400 * MIB, n, 3 * S));
+        assert!(!t.look_now(500 * MIB, n, 4 * S));
+        assert!(t.look_now(500 * MIB, n, 5 * S), "it stopped growing");
+        t.looked(false, 5 * S);
+        assert!(!t.look_now(500 * MIB, n, 6 * S), "held: no reason to look");
+        // It leaves: ten thousand connections end.
+        assert!(t.look_now(500 * MIB, n + 10_000, 7 * S));
+        // A trim brings the looks back to every check.
+        t.looked(true, 7 * S);
+        assert!(t.look_now(20 * MIB, n + 10_000, 7 * S + CHECK_EVERY));
     }
 
     #[test]
