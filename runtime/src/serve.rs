@@ -598,7 +598,8 @@ pub async fn serve<S, B, F>(
                 {
                     Err(_) => {
                         debug!(%peer, "TLS handshake timed out");
-                        return;
+                        // Dropped here with the handshake; the trimmer is told.
+                        return crate::memory::note_freed();
                     }
                     Ok(Ok(tls)) => {
                         let peer = tls
@@ -621,7 +622,7 @@ pub async fn serve<S, B, F>(
                     }
                     Ok(Err(err)) => {
                         debug!(%peer, error = %err, "TLS handshake failed");
-                        return;
+                        return crate::memory::note_freed();
                     }
                 },
             };
