@@ -75,7 +75,6 @@ static REAPER: LazyLock<Reaper> = LazyLock::new(|| Reaper::start(BACKLOG));
 /// Drops `held` (an ended connection and everything it owned) on the
 /// reaper's thread, or here when the reaper is [`BACKLOG`] behind.
 pub fn reap<T: Send + 'static>(held: T) {
-    crate::memory::note_freed();
     REAPER.reap(held);
 }
 

@@ -514,6 +514,16 @@ fn listen_backlog() -> u32 {
         .unwrap_or(4096)
 }
 
+/// Tells the trimmer (`memory::note_freed`) that a connection ended, when
+/// its task ends, whichever way.
+struct Ended;
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        crate::memory::note_freed();
+    }
+}
+
 /// Accepts connections until `shutdown` is cancelled, then lets open
 /// requests finish for up to `grace`; each connection within `limits`.
 pub async fn serve<S, B, F>(
@@ -568,6 +578,7 @@ pub async fn serve<S, B, F>(
         let transport = transport.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
+            let _ended = Ended;
             let served = match transport {
                 Transport::Plain => {
                     let h2 =
@@ -578,7 +589,7 @@ pub async fn serve<S, B, F>(
                             Ok(Ok(None)) => return reap(stream),
                             Ok(Err(err)) => {
                                 debug!(%peer, error = %err, "reading the first bytes");
-                                return;
+                                return reap(stream);
                             }
                             Err(_) => {
                                 debug!(%peer, "no request arrived in time");
@@ -598,8 +609,7 @@ pub async fn serve<S, B, F>(
                 {
                     Err(_) => {
                         debug!(%peer, "TLS handshake timed out");
-                        // Dropped here with the handshake; the trimmer is told.
-                        return crate::memory::note_freed();
+                        return;
                     }
                     Ok(Ok(tls)) => {
                         let peer = tls
@@ -622,7 +632,7 @@ pub async fn serve<S, B, F>(
                     }
                     Ok(Err(err)) => {
                         debug!(%peer, error = %err, "TLS handshake failed");
-                        return crate::memory::note_freed();
+                        return;
                     }
                 },
             };
