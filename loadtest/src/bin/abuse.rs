@@ -59,22 +59,22 @@ struct Args {
     /// within 20 % of before the attack, 60 s after it).
     #[arg(long, default_value_t = 60)]
     settle_seconds: u64,
-    /// Only these attacks, by name, comma-separated (default: all of
-    /// them): baseline, idle, watches, slowloris, oversized, reset, tls.
-    #[arg(long, value_delimiter = ',')]
-    only: Vec<String>,
+    /// Only these attacks, comma-separated (default: all of them).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    only: Vec<Attack>,
 }
 
-/// The attacks' names for `--only`, in the order they run.
-const ATTACKS: [&str; 7] = [
-    "baseline",
-    "idle",
-    "watches",
-    "slowloris",
-    "oversized",
-    "reset",
-    "tls",
-];
+/// The attacks, for `--only`, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Attack {
+    Baseline,
+    Idle,
+    Watches,
+    Slowloris,
+    Oversized,
+    Reset,
+    Tls,
+}
 
 /// A proxy process, stopped when this is dropped (also when the run ends
 /// early with an error).
@@ -145,14 +145,7 @@ struct Hold {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     sitegrid_runtime::raise_open_files_limit();
-    if let Some(unknown) = args.only.iter().find(|a| !ATTACKS.contains(&a.as_str())) {
-        return Err(format!(
-            "--only: no attack {unknown:?}; the attacks: {}",
-            ATTACKS.join(", ")
-        )
-        .into());
-    }
-    let run = |name: &str| args.only.is_empty() || args.only.iter().any(|a| a == name);
+    let run = |attack: Attack| args.only.is_empty() || args.only.contains(&attack);
     let bin = proxy_bin(args.proxy_bin.as_deref())?;
     let api = ApiServer::new(ApiServerConfig::default());
     api.load(args.size.objects("v1"));
@@ -181,7 +174,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n = args.connections;
     let slow = args.slow;
 
-    if run("baseline") {
+    if run(Attack::Baseline) {
         rows.push(
             attack(&api, &http, &plain, addr, "none (baseline)", hold, async {
                 String::from("-")
@@ -189,7 +182,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .await,
         );
     }
-    if run("idle") {
+    if run(Attack::Idle) {
         rows.push(
             attack(
                 &api,
@@ -213,7 +206,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .await,
         );
     }
-    if run("watches") {
+    if run(Attack::Watches) {
         rows.push(
             attack(&api, &http, &plain, addr, &format!("{n} open watches (--max-watches={max})"), hold, async move {
                 let mut held = Vec::with_capacity(n);
@@ -231,7 +224,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .await,
         );
     }
-    if run("slowloris") {
+    if run(Attack::Slowloris) {
         rows.push(
             attack(
                 &api,
@@ -242,22 +235,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 hold,
                 async move {
                     // Held past the proxy's 32 s request head timeout.
-                    let tasks: Vec<_> = (0..slow)
-                        .map(|_| {
-                            tokio::spawn(abuse::slow_headers(
-                                addr,
-                                Duration::from_secs(1),
-                                Duration::from_secs(60),
-                            ))
-                        })
-                        .collect();
-                    closed_report(tasks, "request head timeout 32 s").await
+                    closed_report(slow, "request head timeout 32 s", |_| {
+                        abuse::slow_headers(addr, Duration::from_secs(1), Duration::from_secs(60))
+                    })
+                    .await
                 },
             )
             .await,
         );
     }
-    if run("oversized") {
+    if run(Attack::Oversized) {
         rows.push(
             attack(
                 &api,
@@ -297,7 +284,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let resets = args.resets;
-    if run("reset") {
+    if run(Attack::Reset) {
         rows.push(
             attack(&api, &http, &plain, addr, &format!("HTTP/2 rapid reset, {resets} connections"), hold, async move {
                 let tasks: Vec<_> = (0..resets)
@@ -315,7 +302,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .await,
         );
     }
-    if run("tls") {
+    if run(Attack::Tls) {
         let mut tries = 0;
         while !tls_list(tls_addr).await {
             tries += 1;
@@ -333,16 +320,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 &format!("{slow} stalled TLS handshakes"),
                 hold,
                 async move {
-                    let tasks: Vec<_> = (0..slow)
-                        .map(|i| {
-                            tokio::spawn(abuse::stalled_tls(
-                                tls_addr,
-                                i % 2 == 0,
-                                Duration::from_secs(60),
-                            ))
-                        })
-                        .collect();
-                    closed_report(tasks, "handshake timeout 10 s").await
+                    closed_report(slow, "handshake timeout 10 s", |i| {
+                        abuse::stalled_tls(tls_addr, i % 2 == 0, Duration::from_secs(60))
+                    })
+                    .await
                 },
             )
             .await,
@@ -378,12 +359,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// How many of the attackers' connections the proxy closed, and when.
-async fn closed_report(
-    tasks: Vec<tokio::task::JoinHandle<std::io::Result<Ended>>>,
-    bound: &str,
-) -> String {
-    let n = tasks.len();
+/// Runs `n` attackers, `attacker(i)` each on a task of its own, and says
+/// how many of their connections the proxy closed, and when.
+async fn closed_report<F>(n: usize, bound: &str, attacker: impl Fn(usize) -> F) -> String
+where
+    F: std::future::Future<Output = std::io::Result<Ended>> + Send + 'static,
+{
+    let tasks: Vec<_> = (0..n).map(|i| tokio::spawn(attacker(i))).collect();
     let (mut after, mut open, mut failed) = (Vec::new(), 0, Vec::new());
     for t in tasks {
         match t.await {
