@@ -42,14 +42,19 @@ async fn world() -> World {
     }
 }
 
-/// Two watchers on `addr` through 20 changes.
-async fn churn_through(churner: &mut Churner, addr: SocketAddr) -> (Vec<WatcherResult>, u64) {
+/// Two watchers on `addr` through 20 changes, reading JSON or protobuf.
+async fn churn_through(
+    churner: &mut Churner,
+    addr: SocketAddr,
+    protobuf: bool,
+) -> (Vec<WatcherResult>, u64) {
     let probe = Probe::start(
         ProbeConfig {
             addr,
             path: SLICES.into(),
             watchers: 2,
             slow: None,
+            protobuf,
         },
         churner.ledger(),
     );
@@ -82,6 +87,36 @@ fn row(target: Target, results: &[WatcherResult], changes: u64) -> ChurnRow {
     }
 }
 
+/// `--watch-format=protobuf`: the watchers ask for protobuf as kube-proxy
+/// does, and read every change once from the API server and the proxy alike
+/// (a frame they could not read would count as an error and its change as
+/// missed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_watchers_reading_protobuf_count_every_change_once() {
+    let w = world().await;
+    let mut churner = Churner::new(&w.api).unwrap();
+    for (target, addr) in [
+        (Target::Direct, w.upstream.local_addr()),
+        (Target::Proxy, w.proxy.local_addr),
+    ] {
+        let (results, slice_changes) = churn_through(&mut churner, addr, true).await;
+        for r in &results {
+            assert_eq!(
+                (r.errors, r.missed, r.duplicated, r.behind_at_end),
+                (0, 0, 0, 0),
+                "{}: {r:?}",
+                target.name()
+            );
+            assert_eq!(
+                r.events,
+                slice_changes,
+                "{}: every change once",
+                target.name()
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
     let w = world().await;
@@ -91,7 +126,7 @@ async fn probe_counts_every_change_once_and_the_report_judges_every_goal() {
         (Target::Direct, w.upstream.local_addr()),
         (Target::Proxy, w.proxy.local_addr),
     ] {
-        let (results, slice_changes) = churn_through(&mut churner, addr).await;
+        let (results, slice_changes) = churn_through(&mut churner, addr, false).await;
         assert_eq!(slice_changes, 16, "20 changes, one in five a node relabel");
         for r in &results {
             assert_eq!(
@@ -243,6 +278,7 @@ async fn changes_made_before_the_probe_that_its_list_missed_are_not_counted_as_t
     let probe = Probe::start_synced(
         served.local_addr(),
         2,
+        false,
         churner.ledger(),
         Duration::from_secs(10),
     )
@@ -281,6 +317,7 @@ async fn a_rolling_update_replaces_every_pod_and_each_change_arrives_once() {
     let probe = Probe::start_synced(
         w.proxy.local_addr,
         2,
+        false,
         churner.ledger(),
         Duration::from_secs(10),
     )

@@ -56,6 +56,15 @@ enum Upstream {
     Json,
 }
 
+/// What the probe's watchers read their watch events in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum WatchFormat {
+    /// JSON, one event a line.
+    Json,
+    /// Protobuf, as kube-proxy asks for (`application/vnd.kubernetes.protobuf`).
+    Protobuf,
+}
+
 /// Flags.
 #[derive(Debug, Parser)]
 #[command(
@@ -71,6 +80,10 @@ struct Args {
     /// (`--upstream-protobuf=false`), for comparison.
     #[arg(long, value_enum, default_value_t = Upstream::Protobuf)]
     upstream: Upstream,
+    /// What the watchers read their watch events in (their lists are JSON
+    /// either way): JSON, or protobuf as kube-proxy reads them.
+    #[arg(long, value_enum, default_value_t = WatchFormat::Json)]
+    watch_format: WatchFormat,
     /// Scenarios to run, comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Scenario::Cold, Scenario::Churn, Scenario::Memory, Scenario::List, Scenario::Burst, Scenario::Slow, Scenario::Faults, Scenario::External])]
     scenarios: Vec<Scenario>,
@@ -260,6 +273,7 @@ async fn run(args: Args) -> Result<()> {
             ),
         ],
         nodes_per_site: args.nodes_per_site,
+        watch_protobuf: args.watch_format == WatchFormat::Protobuf,
         progress: Progress::new(args.quiet),
         rss: Arc::new(Mutex::new(Vec::new())),
         started: Instant::now(),
@@ -267,10 +281,17 @@ async fn run(args: Args) -> Result<()> {
     let mut report = Report {
         machine: Machine::read(),
         placement,
-        upstream: match args.upstream {
-            Upstream::Protobuf => "Every proxy read Services, Endpoints and EndpointSlices from the in-memory API server in protobuf, as it reads kube-apiserver by default (`--upstream=protobuf`).".into(),
-            Upstream::Json => "Every proxy read the in-memory API server in JSON (`--upstream=json`: `--upstream-protobuf=false`), not as shipped.".into(),
-        },
+        upstream: [
+            match args.upstream {
+                Upstream::Protobuf => "Every proxy read Services, Endpoints and EndpointSlices from the in-memory API server in protobuf, as it reads kube-apiserver by default (`--upstream=protobuf`).",
+                Upstream::Json => "Every proxy read the in-memory API server in JSON (`--upstream=json`: `--upstream-protobuf=false`), not as shipped.",
+            },
+            match args.watch_format {
+                WatchFormat::Json => "The watchers read their watch events in JSON (`--watch-format=json`).",
+                WatchFormat::Protobuf => "The watchers read their watch events in protobuf, as kube-proxy does (`--watch-format=protobuf`; their lists in JSON).",
+            },
+        ]
+        .join(" "),
         started,
         command: std::env::args().collect::<Vec<_>>().join(" "),
         churn_cluster: format!(

@@ -182,6 +182,8 @@ pub struct Env {
     pub proxy_cpu: Option<usize>,
     /// Nodes per site in the clusters.
     pub nodes_per_site: usize,
+    /// The watchers ask for protobuf, as kube-proxy does (else JSON).
+    pub watch_protobuf: bool,
     /// The progress line.
     pub progress: Progress,
     /// RSS series of the proxies started so far.

@@ -53,6 +53,7 @@ pub async fn slow_reader(
                 path: SLICES.into(),
                 watchers: others,
                 slow,
+                protobuf: env.watch_protobuf,
             },
             churner.ledger(),
         );
@@ -121,9 +122,14 @@ pub async fn upstream_faults(
             };
             env.progress
                 .show(&format!("{}: {}", fault.describe(), target.name()));
-            let probe =
-                Probe::start_synced(addr, watchers, churner.ledger(), Duration::from_secs(120))
-                    .await?;
+            let probe = Probe::start_synced(
+                addr,
+                watchers,
+                env.watch_protobuf,
+                churner.ledger(),
+                Duration::from_secs(120),
+            )
+            .await?;
             let churn = churner.run(rate, duration, |_| {});
             let play = async {
                 tokio::time::sleep(duration / 2).await;
@@ -220,8 +226,14 @@ pub async fn bursts(
         let addr = target_addr(target, &up, &proxy);
         env.progress
             .show(&format!("burst of {changes} changes: {}", target.name()));
-        let probe =
-            Probe::start_synced(addr, watchers, churner.ledger(), Duration::from_secs(120)).await?;
+        let probe = Probe::start_synced(
+            addr,
+            watchers,
+            env.watch_protobuf,
+            churner.ledger(),
+            Duration::from_secs(120),
+        )
+        .await?;
         let at = Instant::now();
         churner.burst(changes)?;
         rows.push(
@@ -255,8 +267,14 @@ pub async fn bursts(
     );
     for target in [Target::Direct, Target::Proxy] {
         let addr = target_addr(target, &up, &proxy);
-        let probe =
-            Probe::start_synced(addr, watchers, churner.ledger(), Duration::from_secs(120)).await?;
+        let probe = Probe::start_synced(
+            addr,
+            watchers,
+            env.watch_protobuf,
+            churner.ledger(),
+            Duration::from_secs(120),
+        )
+        .await?;
         let at = Instant::now();
         let out = churner
             .rolling_update(pods, config.rolling_duration, |sent| {
@@ -299,6 +317,7 @@ pub async fn bursts(
                 path: ENDPOINTS.into(),
                 watchers: config.big_watchers,
                 slow: None,
+                protobuf: env.watch_protobuf,
             },
             Arc::clone(&ledger),
         );

@@ -324,7 +324,7 @@ pub struct Report {
     pub machine: Machine,
     /// Which CPUs the proxy and the rest ran on, if they were pinned.
     pub placement: Option<String>,
-    /// How the proxies read the in-memory upstream, said in a sentence.
+    /// How the proxies read the in-memory upstream and the watchers their events, in sentences.
     pub upstream: String,
     /// UTC start, RFC 3339.
     pub started: String,

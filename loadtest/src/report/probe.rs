@@ -48,6 +48,10 @@ use super::{
 };
 use crate::{client, HttpClient};
 
+/// What a watcher asks for with `--watch-format=protobuf`: kube-proxy's
+/// `Accept` (its default `--kube-api-content-type`; ../shared/reference).
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf, */*";
+
 /// What the watchers watch: kube-proxy's EndpointSlices.
 pub const SLICES: &str = "/apis/discovery.k8s.io/v1/endpointslices";
 
@@ -62,6 +66,8 @@ pub struct ProbeConfig {
     pub watchers: usize,
     /// Watchers reading at this many bytes a second (the slow-reader fault).
     pub slow: Option<(usize, u64)>,
+    /// The watches ask for protobuf, as kube-proxy does (else JSON); lists are JSON.
+    pub protobuf: bool,
 }
 
 /// A latency histogram in nanoseconds (1 ns to 10 min, 3 significant digits).
@@ -216,6 +222,7 @@ impl Probe {
     pub async fn start_synced(
         addr: SocketAddr,
         watchers: usize,
+        protobuf: bool,
         ledger: Arc<Ledger>,
         limit: Duration,
     ) -> Result<Probe> {
@@ -225,6 +232,7 @@ impl Probe {
                 path: SLICES.into(),
                 watchers,
                 slow: None,
+                protobuf,
             },
             ledger,
         );
@@ -382,7 +390,17 @@ async fn watch(
         "http://{}{}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=3600",
         shared.config.addr, shared.config.path
     );
-    let resp = match get(&url) {
+    let protobuf = shared.config.protobuf;
+    let req = get(&url).map(|mut req| {
+        if protobuf {
+            req.headers_mut().insert(
+                http::header::ACCEPT,
+                http::HeaderValue::from_static(PROTOBUF),
+            );
+        }
+        req
+    });
+    let resp = match req {
         Ok(req) if rate.is_some() => shared.slow_http.request(req).await,
         Ok(req) => shared.http.request(req).await,
         Err(e) => {
@@ -420,7 +438,7 @@ async fn watch(
             _ = stop.changed() => {
                 if rate.is_some() {
                     // The slow reader: was it ended? Read what is left fast.
-                    drain_for_410(&mut body, &mut reader, r).await;
+                    drain_for_410(&mut body, &mut reader, protobuf, r).await;
                 }
                 return State::Watch(rv);
             }
@@ -436,11 +454,11 @@ async fn watch(
             tokio::time::sleep(pause).await;
         }
         reader.push(&chunk);
-        while let Some(line) = reader.next_line() {
-            if line.iter().all(u8::is_ascii_whitespace) {
+        while let Some(line) = reader.next_frame(protobuf) {
+            if !protobuf && line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let Ok(frame) = serde_json::from_slice::<WatchFrame>(&line) else {
+            let Some(frame) = WatchFrame::read(&line, protobuf) else {
                 r.errors += 1;
                 r.last_error = Some("an undecodable watch frame".into());
                 continue;
@@ -491,15 +509,20 @@ async fn watch(
 
 /// Reads the rest of a slow watcher's stream at full speed (at most 10 s)
 /// and notes whether the server had ended it with a 410.
-async fn drain_for_410(body: &mut Incoming, reader: &mut Lines, r: &mut WatcherResult) {
+async fn drain_for_410(
+    body: &mut Incoming,
+    reader: &mut Lines,
+    protobuf: bool,
+    r: &mut WatcherResult,
+) {
     let until = Instant::now() + Duration::from_secs(10);
     loop {
         let Ok(Some(chunk)) = tokio::time::timeout_at(until, next_data(body)).await else {
             return;
         };
         reader.push(&chunk);
-        while let Some(line) = reader.next_line() {
-            if let Ok(f) = serde_json::from_slice::<WatchFrame>(&line) {
+        while let Some(line) = reader.next_frame(protobuf) {
+            if let Some(f) = WatchFrame::read(&line, protobuf) {
                 if f.kind == "ERROR" && f.object.code == Some(410) {
                     r.got_410 = true;
                     return;
@@ -523,7 +546,8 @@ pub(crate) async fn next_data(body: &mut Incoming) -> Option<Bytes> {
     }
 }
 
-/// Splits a byte stream into newline-terminated lines.
+/// Splits a byte stream into newline-terminated lines (JSON watch events)
+/// or length-prefixed frames (protobuf watch events).
 #[derive(Default)]
 pub(crate) struct Lines {
     buf: Vec<u8>,
@@ -542,12 +566,36 @@ impl Lines {
     pub(crate) fn next_line(&mut self) -> Option<Vec<u8>> {
         let end = self.buf[self.at..].iter().position(|b| *b == b'\n')? + self.at;
         let line = self.buf[self.at..end].to_vec();
-        self.at = end + 1;
+        self.taken(end + 1);
+        Some(line)
+    }
+
+    /// The next frame of a protobuf watch stream: a 4-byte big-endian
+    /// length, then that many bytes (returned without the length).
+    pub(crate) fn next_length_prefixed(&mut self) -> Option<Vec<u8>> {
+        let rest = &self.buf[self.at..];
+        let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+        let frame = rest.get(4..4 + len)?.to_vec();
+        self.taken(self.at + 4 + len);
+        Some(frame)
+    }
+
+    /// The next watch frame: a line, or with `protobuf` a length-prefixed frame.
+    pub(crate) fn next_frame(&mut self, protobuf: bool) -> Option<Vec<u8>> {
+        if protobuf {
+            self.next_length_prefixed()
+        } else {
+            self.next_line()
+        }
+    }
+
+    /// Everything before `at` has been read.
+    fn taken(&mut self, at: usize) {
+        self.at = at;
         if self.at > 1 << 20 {
             self.buf.drain(..self.at);
             self.at = 0;
         }
-        Some(line)
     }
 }
 
@@ -577,5 +625,18 @@ mod tests {
         l.push(b":2}\n");
         assert_eq!(l.next_line().as_deref(), Some(&b"{\"b\":2}"[..]));
         assert_eq!(l.next_line(), None);
+    }
+
+    #[test]
+    fn length_prefixed_frames_split_across_chunks() {
+        let mut l = Lines::default();
+        l.push(&[0, 0, 0, 2, b'a', b'b', 0, 0]);
+        assert_eq!(l.next_frame(true).as_deref(), Some(&b"ab"[..]));
+        assert_eq!(l.next_frame(true), None, "half a length");
+        l.push(&[0, 3, b'c', b'd']);
+        assert_eq!(l.next_frame(true), None, "a frame not all there");
+        l.push(b"e");
+        assert_eq!(l.next_frame(true).as_deref(), Some(&b"cde"[..]));
+        assert_eq!(l.next_frame(true), None);
     }
 }

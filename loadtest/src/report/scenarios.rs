@@ -55,6 +55,7 @@ pub async fn cold_start(env: &Env, scale: Scale, clients: &[usize]) -> Result<Ve
                     path: SLICES.into(),
                     watchers: n,
                     slow: None,
+                    protobuf: env.watch_protobuf,
                 },
                 ledger.clone(),
             );
@@ -244,7 +245,14 @@ async fn churn_phase(
     let label = format!("churn {rate}/s, {}", target.name());
     env.progress
         .show(&format!("{label}: {watchers} watchers listing"));
-    let probe = Probe::start_synced(addr, watchers, churner.ledger(), SYNC_LIMIT).await?;
+    let probe = Probe::start_synced(
+        addr,
+        watchers,
+        env.watch_protobuf,
+        churner.ledger(),
+        SYNC_LIMIT,
+    )
+    .await?;
     let cpu_before = cpu_ms(proxy.pid());
     let total = (rate * duration.as_secs_f64()).round() as u64;
     let outcome = churner
