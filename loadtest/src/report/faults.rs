@@ -3,7 +3,7 @@
 //! the upstream restarting. Each against the proxy and, where it says
 //! something, directly.
 
-use std::{sync::Arc, time::Duration};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::{anyhow, Context, Result};
 use serde_json::{json, Value};
@@ -122,14 +122,7 @@ pub async fn upstream_faults(
             };
             env.progress
                 .show(&format!("{}: {}", fault.describe(), target.name()));
-            let probe = Probe::start_synced(
-                addr,
-                watchers,
-                env.watch_protobuf,
-                churner.ledger(),
-                Duration::from_secs(120),
-            )
-            .await?;
+            let probe = synced_probe(env, addr, watchers, &churner).await?;
             let churn = churner.run(rate, duration, |_| {});
             let play = async {
                 tokio::time::sleep(duration / 2).await;
@@ -226,14 +219,7 @@ pub async fn bursts(
         let addr = target_addr(target, &up, &proxy);
         env.progress
             .show(&format!("burst of {changes} changes: {}", target.name()));
-        let probe = Probe::start_synced(
-            addr,
-            watchers,
-            env.watch_protobuf,
-            churner.ledger(),
-            Duration::from_secs(120),
-        )
-        .await?;
+        let probe = synced_probe(env, addr, watchers, &churner).await?;
         let at = Instant::now();
         churner.burst(changes)?;
         rows.push(
@@ -267,14 +253,7 @@ pub async fn bursts(
     );
     for target in [Target::Direct, Target::Proxy] {
         let addr = target_addr(target, &up, &proxy);
-        let probe = Probe::start_synced(
-            addr,
-            watchers,
-            env.watch_protobuf,
-            churner.ledger(),
-            Duration::from_secs(120),
-        )
-        .await?;
+        let probe = synced_probe(env, addr, watchers, &churner).await?;
         let at = Instant::now();
         let out = churner
             .rolling_update(pods, config.rolling_duration, |sent| {
@@ -421,4 +400,22 @@ fn replace_address(endpoints: &mut Value, seq: u64) {
             addrs[at]["ip"] = json!(pod_ip(seq));
         }
     }
+}
+
+/// `watchers` full-speed watchers of the EndpointSlices on `addr`, reading
+/// the report's watch format, once every one has its watch open.
+async fn synced_probe(
+    env: &Env,
+    addr: SocketAddr,
+    watchers: usize,
+    churner: &Churner,
+) -> Result<Probe> {
+    Probe::start_synced(
+        addr,
+        watchers,
+        env.watch_protobuf,
+        churner.ledger(),
+        Duration::from_secs(120),
+    )
+    .await
 }
