@@ -103,6 +103,7 @@ async fn probe_watchers_reading_protobuf_count_every_change_once() {
         every_change_once(target, &results, slice_changes);
         for r in &results {
             assert_eq!(r.errors, 0, "{}: every frame read: {r:?}", target.name());
+            assert!(r.protobuf, "{}: answered in protobuf", target.name());
         }
     }
 }

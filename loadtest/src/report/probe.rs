@@ -113,6 +113,8 @@ pub struct WatcherResult {
     pub errors: u32,
     /// The last error, if any.
     pub last_error: Option<String>,
+    /// Its last watch was answered in protobuf.
+    pub protobuf: bool,
 }
 
 impl WatcherResult {
@@ -134,6 +136,7 @@ impl WatcherResult {
             got_410: false,
             errors: 0,
             last_error: None,
+            protobuf: false,
         }
     }
 
@@ -390,9 +393,8 @@ async fn watch(
         "http://{}{}?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=3600",
         shared.config.addr, shared.config.path
     );
-    let protobuf = shared.config.protobuf;
     let req = get(&url).map(|mut req| {
-        if protobuf {
+        if shared.config.protobuf {
             req.headers_mut().insert(
                 http::header::ACCEPT,
                 http::HeaderValue::from_static(PROTOBUF),
@@ -426,6 +428,16 @@ async fn watch(
             return State::Watch(rv);
         }
     };
+    // Read as the server answered, as client-go does (a server may answer
+    // JSON to a client that also accepts it).
+    let protobuf = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|t| {
+            t.as_bytes()
+                .starts_with(b"application/vnd.kubernetes.protobuf")
+        });
+    r.protobuf = protobuf;
     if r.synced_after.is_none() {
         r.synced_after = Some(shared.started.elapsed());
         shared.synced.fetch_add(1, Ordering::Relaxed);
