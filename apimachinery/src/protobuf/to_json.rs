@@ -220,8 +220,9 @@ fn object_value(wire: &[u8]) -> Result<Value, DecodeError> {
     }
 }
 
-/// The `apiVersion`, `kind` and message of an object on the wire.
-fn envelope_parts(wire: &[u8]) -> Result<(String, String, Vec<u8>), DecodeError> {
+/// The `apiVersion`, `kind` and message of an object on the wire (`k8s\0`
+/// and its `runtime.Unknown` envelope).
+pub fn envelope_parts(wire: &[u8]) -> Result<(String, String, Vec<u8>), DecodeError> {
     let body = wire.strip_prefix(MAGIC).ok_or(DecodeError::NoMagic)?;
     let unknown = Unknown::decode(body)?;
     let TypeMeta { api_version, kind } = unknown.type_meta.unwrap_or_default();

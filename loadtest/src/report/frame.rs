@@ -4,9 +4,10 @@
 
 use std::collections::HashMap;
 
-use k8s_pb::apimachinery::pkg::{apis::meta::v1 as meta, runtime::Unknown};
+use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use prost::Message;
 use serde::Deserialize;
+use sitegrid_apimachinery::protobuf::to_json::envelope_parts;
 
 use super::stamp::{SENT, SEQ};
 
@@ -33,14 +34,13 @@ impl WatchFrame {
     }
 
     /// A protobuf watch frame (without its 4-byte length): a
-    /// `metav1.WatchEvent` whose object is `k8s\0` and a `runtime.Unknown`
-    /// holding the object's message (a `Status` for ERROR).
+    /// `metav1.WatchEvent` whose object is an object on the wire (a
+    /// `Status` for ERROR).
     fn from_protobuf(frame: &[u8]) -> Option<WatchFrame> {
         let event = meta::WatchEvent::decode(frame).ok()?;
         let kind = event.r#type.unwrap_or_default();
         let wire = event.object.and_then(|o| o.raw).unwrap_or_default();
-        let envelope = Unknown::decode(wire.strip_prefix(b"k8s\0")?).ok()?;
-        let raw = envelope.raw.unwrap_or_default();
+        let (_, _, raw) = envelope_parts(&wire).ok()?;
         let object = if kind == "ERROR" {
             let status = meta::Status::decode(raw.as_slice()).ok()?;
             Item {

@@ -443,7 +443,7 @@ async fn watch(
         shared.synced.fetch_add(1, Ordering::Relaxed);
     }
     let mut body = resp.into_body();
-    let mut reader = Lines::default();
+    let mut reader = Frames::default();
     let mut rv = rv;
     loop {
         let chunk = tokio::select! {
@@ -523,7 +523,7 @@ async fn watch(
 /// and notes whether the server had ended it with a 410.
 async fn drain_for_410(
     body: &mut Incoming,
-    reader: &mut Lines,
+    reader: &mut Frames,
     protobuf: bool,
     r: &mut WatcherResult,
 ) {
@@ -561,12 +561,12 @@ pub(crate) async fn next_data(body: &mut Incoming) -> Option<Bytes> {
 /// Splits a byte stream into newline-terminated lines (JSON watch events)
 /// or length-prefixed frames (protobuf watch events).
 #[derive(Default)]
-pub(crate) struct Lines {
+pub(crate) struct Frames {
     buf: Vec<u8>,
     at: usize,
 }
 
-impl Lines {
+impl Frames {
     pub(crate) fn push(&mut self, data: &[u8]) {
         if self.at > 0 && self.at == self.buf.len() {
             self.buf.clear();
@@ -630,7 +630,7 @@ mod tests {
 
     #[test]
     fn lines_split_across_chunks() {
-        let mut l = Lines::default();
+        let mut l = Frames::default();
         l.push(b"{\"a\":1}\n{\"b\"");
         assert_eq!(l.next_line().as_deref(), Some(&b"{\"a\":1}"[..]));
         assert_eq!(l.next_line(), None);
@@ -641,7 +641,7 @@ mod tests {
 
     #[test]
     fn length_prefixed_frames_split_across_chunks() {
-        let mut l = Lines::default();
+        let mut l = Frames::default();
         l.push(&[0, 0, 0, 2, b'a', b'b', 0, 0]);
         assert_eq!(l.next_frame(true).as_deref(), Some(&b"ab"[..]));
         assert_eq!(l.next_frame(true), None, "half a length");

@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use crate::{
     report::{
         frame::{ListBody, WatchFrame},
-        probe::{next_data, Lines},
+        probe::{next_data, Frames},
     },
     HttpClient,
 };
@@ -207,7 +207,7 @@ async fn watch(
     };
     c.watching.store(true, Ordering::Relaxed);
     let mut body = resp.into_body();
-    let mut lines = Lines::default();
+    let mut lines = Frames::default();
     let mut rv = rv;
     while let Some(chunk) = next_data(&mut body).await {
         c.bytes.fetch_add(chunk.len() as u64, Ordering::Relaxed);
