@@ -47,6 +47,7 @@ use super::{
     stamp::unix_ns,
 };
 use crate::{client, HttpClient};
+use sitegrid_apimachinery::protobuf;
 
 /// What a watcher asks for with `--watch-format=protobuf`: kube-proxy's
 /// `Accept` (its default `--kube-api-content-type`; ../shared/reference).
@@ -433,10 +434,7 @@ async fn watch(
     let protobuf = resp
         .headers()
         .get(http::header::CONTENT_TYPE)
-        .is_some_and(|t| {
-            t.as_bytes()
-                .starts_with(b"application/vnd.kubernetes.protobuf")
-        });
+        .is_some_and(|t| t.as_bytes().starts_with(protobuf::MEDIA_TYPE.as_bytes()));
     r.protobuf = protobuf;
     if r.synced_after.is_none() {
         r.synced_after = Some(shared.started.elapsed());
