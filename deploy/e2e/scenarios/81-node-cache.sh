@@ -135,16 +135,21 @@ in_site() { [[ $(ask_from "$1") == "deploymentgrid-demo-$2-"* ]]; }
 # no_old OLD NEW: none of the addresses OLD (kube-proxy's DNAT targets before) is in NEW.
 no_old() { local a; for a in $1; do [[ " $2 " != *" $a "* ]] || return 1; done; }
 # start_asker NODE LOG: a client in NODE's site (NODE's own network) asks the ServiceGrid's
-# ClusterIP every 200 ms, writing "<time> <the pod that answered, or ->" lines to LOG; prints
-# its PID.
-# A request that got no answer is logged as "-CODE", CODE curl's exit code (28: no answer
-# within the second, 7: refused).
+# ClusterIP every 200 ms, writing "<time> <the pod that answered, or -CODE> <connect s> <total s>"
+# lines to LOG (curl's times to the connection and to the whole answer); prints its PID.
+# CODE is curl's exit code for a request without an answer (28: none within ASK_WAIT, 7:
+# refused or unreachable). A request sent to an address no pod holds any more fails either way
+# (refused once ARP gives up on it after 3 s, or unanswered), while a live pod on a busy machine
+# may answer later than a second, as TCP retransmits a lost SYN after one: such answers count as
+# answers and are reported as slow.
+ASK_WAIT=5
 start_asker() {
     (while :; do
         t=$(date +%s.%N)
-        out=$(ip netns exec "sg-$1" curl -s --max-time 1 -w '\n%{exitcode}' "http://$GRID_IP/" 2>/dev/null)
+        out=$(ip netns exec "sg-$1" curl -s --max-time "$ASK_WAIT" -w '\n%{exitcode} %{time_connect} %{time_total}' "http://$GRID_IP/" 2>/dev/null)
         a=$(sed -n 's/^pod name: //p' <<<"$out")
-        echo "$t ${a:--${out##*$'\n'}}"
+        read -r code connect total <<<"${out##*$'\n'}"
+        echo "$t ${a:--$code} $connect $total"
         sleep 0.2
     done) >"$2" 2>/dev/null &
     track $!
@@ -176,20 +181,23 @@ print(f"{min(when):.3f}" if when else "")' "$site" "$since"
 # static_proxy_logs NODE: the CRI logs of NODE's static sitegrid-proxy pods.
 static_proxy_logs() { compgen -G "$NODES_DIR/$1/log-pods/kube-system_sitegrid-proxy-$1_*/proxy/*.log"; }
 # stale_after PID LOG SITE READY_AT: stops the asker PID and reads its LOG: "<s from READY_AT to
-# the first answer by SITE's pods> <requests> <failed after that> <answers from another site>".
+# the first answer by SITE's pods> <requests> <failed after that> <answers from another site>
+# <answered after that but later than a second> <the slowest of those: connect/total s>".
 stale_after() {
     kill "$1" 2>/dev/null
     python3 - "$2" "$3" "$4" <<'PY'
 import sys
-lines = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 2]
+lines = [l.split() for l in open(sys.argv[1]) if len(l.split()) >= 2]
 site, ready = sys.argv[2], float(sys.argv[3])
 ok = lambda a: a.startswith(f"deploymentgrid-demo-{site}-")
-first = next((float(t) for t, a in lines if ok(a)), None)
-after = [(t, a) for t, a in lines if first is not None and float(t) >= first]
-failed = sum(1 for t, a in after if a.startswith("-"))
-other = sum(1 for t, a in lines if not a.startswith("-") and not ok(a))
+first = next((float(l[0]) for l in lines if ok(l[1])), None)
+after = [l for l in lines if first is not None and float(l[0]) >= first]
+failed = sum(1 for l in after if l[1].startswith("-"))
+other = sum(1 for l in lines if not l[1].startswith("-") and not ok(l[1]))
+slow = [l for l in after if not l[1].startswith("-") and len(l) >= 4 and float(l[3]) > 1]
+slowest = max(slow, key=lambda l: float(l[3]), default=None)
 late = first - ready if first is not None else -1
-print(f"{late:.1f} {len(lines)} {failed} {other}")
+print(f"{late:.1f} {len(lines)} {failed} {other} {len(slow)} {slowest[2] + '/' + slowest[3] if slowest else '-'}")
 PY
 }
 # unanswered NODE LOG: for a failure message, when NODE's requests to the ClusterIP got no
@@ -205,7 +213,7 @@ unanswered() {
             n = 0
             for (i = 1; i <= NF; i++) if ($i ~ /^src=/ && ++n == 2) printf "%s at %s, ", substr($i, 5), strftime("%T", now - ttl + $3)
         }')
-    echo "failed at: $(awk '$2 !~ /^-/ {seen = 1} seen && $2 ~ /^-/ {printf "%s (%s), ", strftime("%T", $1), $2}' "$2")" \
+    echo "failed at: $(awk '$2 !~ /^-/ {seen = 1} seen && $2 ~ /^-/ {printf "%s (%s, connected in %s s), ", strftime("%T", $1), $2, $3}' "$2")" \
         "unanswered in conntrack: ${to:-none}"
 }
 # node_cache_metric SERIES: a value from sh-1's proxy's /metrics.
@@ -375,8 +383,8 @@ echo "figures: offline reboot with the node cache: the ClusterIP answered in the
 sleep 20
 ready=$(ready_at shanghai "$off_at" $(static_proxy_logs sh-1))
 [[ -n $ready ]] || fail "sh-1's proxy took no Ready status of shanghai's pods from the kubelet offline"
-read -r late sent failed other <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1.log" shanghai "$ready")"
-echo "figures: offline reboot, stale endpoints: the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that, $other from another site"
+read -r late sent failed other slow slowest <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1.log" shanghai "$ready")"
+echo "figures: offline reboot, stale endpoints: the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that ($slow answered later than a second, the slowest connected/answered in $slowest s), $other from another site"
 expect "answers from another site" "$other" 0
 ((failed == 0)) || fail "requests failed once the restarted pods answered: $failed ($(unanswered sh-1 "$SITEGRID_E2E_LOGS/asks-sh-1.log"))"
 sh_after=$(dnat_targets sg-sh-1 servicegrid-demo-svc)
@@ -415,8 +423,8 @@ ready=$(ready_at beijing "$off_at" $(static_proxy_logs bj-1))
 for n in bj-1 bj-2; do
     asker=$bj1_asker
     [[ $n == bj-1 ]] || asker=$bj2_asker
-    read -r late sent failed other <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-$n.log" beijing "$ready")"
-    echo "figures: offline reboot of bj-1 behind beijing's site proxy, stale endpoints on $n: the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that, $other from another site"
+    read -r late sent failed other slow slowest <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-$n.log" beijing "$ready")"
+    echo "figures: offline reboot of bj-1 behind beijing's site proxy, stale endpoints on $n: the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that ($slow answered later than a second, the slowest connected/answered in $slowest s), $other from another site"
     expect "answers from another site on $n" "$other" 0
     ((failed == 0)) || fail "requests failed on $n once bj-1's restarted pods answered: $failed ($(unanswered "$n" "$SITEGRID_E2E_LOGS/asks-$n.log"))"
 done
@@ -475,8 +483,8 @@ retry 60 in_site sh-1 shanghai || fail "sh-1 offline, the proxy a host service: 
 sleep 20
 ready=$(ready_at shanghai "$off_at" "$SITEGRID_E2E_LOGS/sitegrid-proxy-sh-1.log")
 [[ -n $ready ]] || fail "sh-1's host service took no Ready status of shanghai's pods from the kubelet offline"
-read -r late sent failed other <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1-service.log" shanghai "$ready")"
-echo "figures: offline reboot as a host service, stale endpoints: the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that, $other from another site"
+read -r late sent failed other slow slowest <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1-service.log" shanghai "$ready")"
+echo "figures: offline reboot as a host service, stale endpoints: the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that ($slow answered later than a second, the slowest connected/answered in $slowest s), $other from another site"
 expect "answers from another site (host service)" "$other" 0
 ((failed == 0)) || fail "requests failed once the restarted pods answered (host service): $failed ($(unanswered sh-1 "$SITEGRID_E2E_LOGS/asks-sh-1-service.log"))"
 node_uncut sh-1
