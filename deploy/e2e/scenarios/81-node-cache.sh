@@ -141,15 +141,18 @@ no_old() { local a; for a in $1; do [[ " $2 " != *" $a "* ]] || return 1; done; 
 # refused or unreachable). A request sent to an address no pod holds any more fails either way
 # (refused once ARP gives up on it after 3 s, or unanswered), while a live pod on a busy machine
 # may answer later than a second, as TCP retransmits a lost SYN after one: such answers count as
-# answers and are reported as slow.
+# answers and are reported as slow. Each request runs on its own, so one that waits does not
+# delay the next (the figures' 200 ms resolution); lines are written as requests end.
 ASK_WAIT=5
 start_asker() {
     (while :; do
-        t=$(date +%s.%N)
-        out=$(ip netns exec "sg-$1" curl -s --max-time "$ASK_WAIT" -w '\n%{exitcode} %{time_connect} %{time_total}' "http://$GRID_IP/" 2>/dev/null)
-        a=$(sed -n 's/^pod name: //p' <<<"$out")
-        read -r code connect total <<<"${out##*$'\n'}"
-        echo "$t ${a:--$code} $connect $total"
+        (
+            t=$(date +%s.%N)
+            out=$(ip netns exec "sg-$1" curl -s --max-time "$ASK_WAIT" -w '\n%{exitcode} %{time_connect} %{time_total}' "http://$GRID_IP/" 2>/dev/null)
+            a=$(sed -n 's/^pod name: //p' <<<"$out")
+            read -r code connect total <<<"${out##*$'\n'}"
+            echo "$t ${a:--$code} $connect $total"
+        ) &
         sleep 0.2
     done) >"$2" 2>/dev/null &
     track $!
@@ -180,14 +183,16 @@ print(f"{min(when):.3f}" if when else "")' "$site" "$since"
 }
 # static_proxy_logs NODE: the CRI logs of NODE's static sitegrid-proxy pods.
 static_proxy_logs() { compgen -G "$NODES_DIR/$1/log-pods/kube-system_sitegrid-proxy-$1_*/proxy/*.log"; }
-# stale_after PID LOG SITE READY_AT: stops the asker PID and reads its LOG: "<s from READY_AT to
-# the first answer by SITE's pods> <requests> <failed after that> <answers from another site>
-# <answered after that but later than a second> <the slowest of those: connect/total s>".
+# stale_after PID LOG SITE READY_AT: stops the asker PID, lets the requests it has sent end, and
+# reads its LOG: "<s from READY_AT to the first answer by SITE's pods> <requests> <failed after
+# that> <answers from another site> <answered after that but later than a second> <the slowest
+# of those: connect/total s>".
 stale_after() {
     kill "$1" 2>/dev/null
+    sleep "$ASK_WAIT"
     python3 - "$2" "$3" "$4" <<'PY'
 import sys
-lines = [l.split() for l in open(sys.argv[1]) if len(l.split()) >= 2]
+lines = sorted((l.split() for l in open(sys.argv[1]) if len(l.split()) >= 2), key=lambda l: float(l[0]))
 site, ready = sys.argv[2], float(sys.argv[3])
 ok = lambda a: a.startswith(f"deploymentgrid-demo-{site}-")
 first = next((float(l[0]) for l in lines if ok(l[1])), None)
@@ -213,7 +218,7 @@ unanswered() {
             n = 0
             for (i = 1; i <= NF; i++) if ($i ~ /^src=/ && ++n == 2) printf "%s at %s, ", substr($i, 5), strftime("%T", now - ttl + $3)
         }')
-    echo "failed at: $(awk '$2 !~ /^-/ {seen = 1} seen && $2 ~ /^-/ {printf "%s (%s, connected in %s s), ", strftime("%T", $1), $2, $3}' "$2")" \
+    echo "failed at: $(sort -n "$2" | awk '$2 !~ /^-/ {seen = 1} seen && $2 ~ /^-/ {printf "%s (%s, connected in %s s), ", strftime("%T", $1), $2, $3}')" \
         "unanswered in conntrack: ${to:-none}"
 }
 # node_cache_metric SERIES: a value from sh-1's proxy's /metrics.
