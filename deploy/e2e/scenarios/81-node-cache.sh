@@ -205,6 +205,10 @@ late = first - ready if first is not None else -1
 print(f"{late:.1f} {len(lines)} {failed} {other} {len(slow)} {slowest[2] + '/' + slowest[3] if slowest else '-'}")
 PY
 }
+# stale_figures: what stale_after gave (read into late sent failed other slow slowest), said.
+stale_figures() {
+    echo "the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that ($slow answered later than a second, the slowest connected/answered in $slowest s), $other from another site"
+}
 # unanswered NODE LOG: for a failure message, when NODE's requests to the ClusterIP got no
 # answer after the first one the site's pods answered (LOG, start_asker's), and where the
 # connections its conntrack table still waits on went (kube-proxy's DNAT target, the pod
@@ -389,7 +393,7 @@ sleep 20
 ready=$(ready_at shanghai "$off_at" $(static_proxy_logs sh-1))
 [[ -n $ready ]] || fail "sh-1's proxy took no Ready status of shanghai's pods from the kubelet offline"
 read -r late sent failed other slow slowest <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1.log" shanghai "$ready")"
-echo "figures: offline reboot, stale endpoints: the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that ($slow answered later than a second, the slowest connected/answered in $slowest s), $other from another site"
+echo "figures: offline reboot, stale endpoints: $(stale_figures)"
 expect "answers from another site" "$other" 0
 ((failed == 0)) || fail "requests failed once the restarted pods answered: $failed ($(unanswered sh-1 "$SITEGRID_E2E_LOGS/asks-sh-1.log"))"
 sh_after=$(dnat_targets sg-sh-1 servicegrid-demo-svc)
@@ -429,7 +433,7 @@ for n in bj-1 bj-2; do
     asker=$bj1_asker
     [[ $n == bj-1 ]] || asker=$bj2_asker
     read -r late sent failed other slow slowest <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-$n.log" beijing "$ready")"
-    echo "figures: offline reboot of bj-1 behind beijing's site proxy, stale endpoints on $n: the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that ($slow answered later than a second, the slowest connected/answered in $slowest s), $other from another site"
+    echo "figures: offline reboot of bj-1 behind beijing's site proxy, stale endpoints on $n: $(stale_figures)"
     expect "answers from another site on $n" "$other" 0
     ((failed == 0)) || fail "requests failed on $n once bj-1's restarted pods answered: $failed ($(unanswered "$n" "$SITEGRID_E2E_LOGS/asks-$n.log"))"
 done
@@ -489,7 +493,7 @@ sleep 20
 ready=$(ready_at shanghai "$off_at" "$SITEGRID_E2E_LOGS/sitegrid-proxy-sh-1.log")
 [[ -n $ready ]] || fail "sh-1's host service took no Ready status of shanghai's pods from the kubelet offline"
 read -r late sent failed other slow slowest <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1-service.log" shanghai "$ready")"
-echo "figures: offline reboot as a host service, stale endpoints: the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that ($slow answered later than a second, the slowest connected/answered in $slowest s), $other from another site"
+echo "figures: offline reboot as a host service, stale endpoints: $(stale_figures)"
 expect "answers from another site (host service)" "$other" 0
 ((failed == 0)) || fail "requests failed once the restarted pods answered (host service): $failed ($(unanswered sh-1 "$SITEGRID_E2E_LOGS/asks-sh-1-service.log"))"
 node_uncut sh-1
