@@ -329,7 +329,8 @@ node_images_import() {
 
 # node_power_off NODE: every process of NODE killed at once (containers included), then what a
 # reboot clears: its cgroups, /run (containerd's state, the pods' network namespaces), the pods'
-# bridge and every iptables rule of the namespace. The disk (/var/lib/..., /etc/...) stays.
+# bridge, every iptables rule of the namespace and the connections it tracked. The disk
+# (/var/lib/..., /etc/...) stays.
 node_power_off() {
     local node=$1 dir=$NODES_DIR/$1 ns=sg-$1 table
     node_kill "$node" || fail "node $node does not stop"
@@ -341,6 +342,7 @@ node_power_off() {
         ip netns exec "$ns" iptables -t "$table" -F
         ip netns exec "$ns" iptables -t "$table" -X
     done
+    ip netns exec "$ns" conntrack -F 2>/dev/null || true
 }
 
 # node_cut NODE / node_uncut NODE: NODE's packets to the API server dropped (existing connections

@@ -136,19 +136,46 @@ in_site() { [[ $(ask_from "$1") == "deploymentgrid-demo-$2-"* ]]; }
 no_old() { local a; for a in $1; do [[ " $2 " != *" $a "* ]] || return 1; done; }
 # start_asker NODE LOG: a client in NODE's site (NODE's own network) asks the ServiceGrid's
 # ClusterIP every 200 ms, writing "<time> <the pod that answered, or -CODE> <connect s> <total s>"
-# lines to LOG (curl's times to the connection and to the whole answer); prints its PID.
+# lines to LOG (curl's times to the connection and to the whole answer); prints its PIDs (its
+# own and its watchers', below).
 # CODE is curl's exit code for a request without an answer (28: none within ASK_WAIT, 7:
 # refused or unreachable). A request sent to an address no pod holds any more fails either way
 # (refused once ARP gives up on it after 3 s, or unanswered), while a live pod on a busy machine
 # may answer later than a second, as TCP retransmits a lost SYN after one: such answers count as
 # answers and are reported as slow. Each request runs on its own, so one that waits does not
 # delay the next (the figures' 200 ms resolution); lines are written as requests end.
+# Each request has a source port of its own (one per 200 ms slot, 20000-29999, where nothing
+# in a node listens, below the kernel's ephemeral range): the requests sent before kube-proxy's
+# rules existed leave un-NATed SYN_SENT entries in the node's conntrack table for 120 s, and a
+# later connection the kernel gave the same port would follow such an entry past kube-proxy's
+# DNAT, towards the ClusterIP itself, and fail, whatever kube-proxy's rules say (kube-proxy
+# clears no TCP entries: a real node's own clients can meet this too, outside what sitegrid
+# serves).
 ASK_WAIT=5
 start_asker() {
+    local watchers
+    # Beside it, for a failure message: where each of NODE's connections to the ClusterIP went
+    # (conntrack's NEW events: kube-proxy's DNAT target is the reply's source; DESTROY events:
+    # entries removed) and kube-proxy's DNAT targets for the ServiceGrid whenever they change.
+    ip netns exec "sg-$1" conntrack -E -e NEW,DESTROY -p tcp -d "$GRID_IP" --dport 80 -o timestamp \
+        >"${2%.log}.conntrack" 2>&1 &
+    track $!
+    watchers=$!
+    (last=
+        while :; do
+            r=$(dnat_targets "sg-$1" servicegrid-demo-svc)
+            [[ $r == "$last" ]] || echo "$(date +%s.%N) ${r:--}"
+            last=$r
+            sleep 0.2
+        done) >"${2%.log}.rules" 2>/dev/null &
+    track $!
+    watchers+=" $!"
     (while :; do
         (
-            t=$(date +%s.%N)
-            out=$(ip netns exec "sg-$1" curl -s --max-time "$ASK_WAIT" -w '\n%{exitcode} %{time_connect} %{time_total}' "http://$GRID_IP/" 2>/dev/null)
+            ns=$(date +%s%N)
+            t=${ns::-9}.${ns: -9}
+            out=$(ip netns exec "sg-$1" curl -s --local-port "$((20000 + ns / 200000000 % 10000))" --max-time "$ASK_WAIT" \
+                -w '\n%{exitcode} %{time_connect} %{time_total}' "http://$GRID_IP/" 2>/dev/null)
             a=$(sed -n 's/^pod name: //p' <<<"$out")
             read -r code connect total <<<"${out##*$'\n'}"
             echo "$t ${a:--$code} $connect $total"
@@ -156,7 +183,7 @@ start_asker() {
         sleep 0.2
     done) >"$2" 2>/dev/null &
     track $!
-    echo $!
+    echo "$! $watchers"
 }
 # ready_at SITE SINCE LOG...: when (epoch seconds) the first of SITE's grid pods was Ready after
 # SINCE, by its kubelet's word: the line a node cache logs when it takes a pod's status from
@@ -188,7 +215,8 @@ static_proxy_logs() { compgen -G "$NODES_DIR/$1/log-pods/kube-system_sitegrid-pr
 # that> <answers from another site> <answered after that but later than a second> <the slowest
 # of those: connect/total s>".
 stale_after() {
-    kill "$1" 2>/dev/null
+    # shellcheck disable=SC2086 # the asker's PIDs
+    kill $1 2>/dev/null
     sleep "$ASK_WAIT"
     python3 - "$2" "$3" "$4" <<'PY'
 import sys
@@ -209,21 +237,45 @@ PY
 stale_figures() {
     echo "the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that ($slow answered later than a second, the slowest connected/answered in $slowest s), $other from another site"
 }
-# unanswered NODE LOG: for a failure message, when NODE's requests to the ClusterIP got no
-# answer after the first one the site's pods answered (LOG, start_asker's), and where the
-# connections its conntrack table still waits on went (kube-proxy's DNAT target, the pod
-# address the reply should come from), with when each was sent (SYN_SENT entries live
-# nf_conntrack_tcp_timeout_syn_sent seconds).
+# unanswered LOG: for a failure message, each request of start_asker's LOG that got no answer
+# after the first one the site's pods answered: when it was sent, curl's code, its connect time
+# and where its connection went (kube-proxy's DNAT target, the source the reply should come
+# from, in conntrack's NEW event for its SYN); then kube-proxy's DNAT targets for the
+# ServiceGrid as they changed from a second before the first failure, and conntrack's DESTROY
+# events of connections that never had an answer.
 unanswered() {
-    local ttl to
-    ttl=$(ip netns exec "sg-$1" cat /proc/sys/net/netfilter/nf_conntrack_tcp_timeout_syn_sent 2>/dev/null || echo 120)
-    to=$(ip netns exec "sg-$1" conntrack -L -p tcp -d "$GRID_IP" --dport 80 2>/dev/null |
-        awk -v now="$(date +%s)" -v ttl="$ttl" '/UNREPLIED/ {
-            n = 0
-            for (i = 1; i <= NF; i++) if ($i ~ /^src=/ && ++n == 2) printf "%s at %s, ", substr($i, 5), strftime("%T", now - ttl + $3)
-        }')
-    echo "failed at: $(sort -n "$2" | awk '$2 !~ /^-/ {seen = 1} seen && $2 ~ /^-/ {printf "%s (%s, connected in %s s), ", strftime("%T", $1), $2, $3}')" \
-        "unanswered in conntrack: ${to:-none}"
+    python3 - "$1" "${1%.log}.conntrack" "${1%.log}.rules" <<'PY'
+import re, sys, time
+hms = lambda t: time.strftime("%T", time.gmtime(t)) + f".{int(t * 10) % 10}"
+lines = sorted((l.split() for l in open(sys.argv[1]) if len(l.split()) >= 2), key=lambda l: float(l[0]))
+seen, failed = False, []
+for l in lines:
+    seen = seen or not l[1].startswith("-")
+    if seen and l[1].startswith("-"):
+        failed.append(l)
+events = []
+try:
+    for e in open(sys.argv[2]):
+        m = re.match(r"\[(\d+\.\d+)\]\s+\[(\w+)\]", e)
+        if m:
+            events.append((float(m.group(1)), m.group(2), re.findall(r"src=(\S+)", e), "UNREPLIED" in e))
+except OSError:
+    pass
+def target(t):
+    new = [e for e in events if e[1] == "NEW" and t <= e[0] < t + 0.2 and len(e[2]) > 1]
+    return new[0][2][1] if new else "? (no conntrack entry of its own)"
+out = ["failed at: " + ", ".join(f"{hms(float(l[0]))} ({l[1]}, connected in {l[2] if len(l) > 2 else '?'} s, to {target(float(l[0]))})" for l in failed)]
+since = float(failed[0][0]) - 1 if failed else 0
+try:
+    rules = [l.split(None, 1) for l in open(sys.argv[3]) if l.strip()]
+    shown = [r for i, r in enumerate(rules) if float(r[0]) >= since or (i + 1 < len(rules) and float(rules[i + 1][0]) >= since) or i + 1 == len(rules)]
+    out.append("kube-proxy's DNAT targets: " + "; ".join(f"from {hms(float(r[0]))} {r[1].strip() if len(r) > 1 else '-'}" for r in shown))
+except OSError:
+    pass
+gone = [e for e in events if e[1] == "DESTROY" and e[3]]
+out.append(f"unanswered connections destroyed: {len(gone)}" + (f" (the last at {hms(gone[-1][0])}, to {gone[-1][2][1] if len(gone[-1][2]) > 1 else '?'})" if gone else ""))
+print("; ".join(out))
+PY
 }
 # node_cache_metric SERIES: a value from sh-1's proxy's /metrics.
 node_cache_metric() { in_node sh-1 curl -sf http://127.0.0.1:51007/metrics | awk -v m="sitegrid_proxy_$1" '$1 == m {v = $2} END {print v + 0}'; }
@@ -395,7 +447,7 @@ ready=$(ready_at shanghai "$off_at" $(static_proxy_logs sh-1))
 read -r late sent failed other slow slowest <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1.log" shanghai "$ready")"
 echo "figures: offline reboot, stale endpoints: $(stale_figures)"
 expect "answers from another site" "$other" 0
-((failed == 0)) || fail "requests failed once the restarted pods answered: $failed ($(unanswered sh-1 "$SITEGRID_E2E_LOGS/asks-sh-1.log"))"
+((failed == 0)) || fail "requests failed once the restarted pods answered: $failed ($(unanswered "$SITEGRID_E2E_LOGS/asks-sh-1.log"))"
 sh_after=$(dnat_targets sg-sh-1 servicegrid-demo-svc)
 no_old "$sh_rules" "$sh_after" || fail "sh-1's kube-proxy still sends to an old address: before '$sh_rules', after '$sh_after'"
 echo "figures: offline reboot, stale endpoints: sh-1's kube-proxy DNAT rules for the ServiceGrid before: $sh_rules; after: $sh_after"
@@ -435,7 +487,7 @@ for n in bj-1 bj-2; do
     read -r late sent failed other slow slowest <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-$n.log" beijing "$ready")"
     echo "figures: offline reboot of bj-1 behind beijing's site proxy, stale endpoints on $n: $(stale_figures)"
     expect "answers from another site on $n" "$other" 0
-    ((failed == 0)) || fail "requests failed on $n once bj-1's restarted pods answered: $failed ($(unanswered "$n" "$SITEGRID_E2E_LOGS/asks-$n.log"))"
+    ((failed == 0)) || fail "requests failed on $n once bj-1's restarted pods answered: $failed ($(unanswered "$SITEGRID_E2E_LOGS/asks-$n.log"))"
 done
 bj_after=$(dnat_targets sg-bj-2 servicegrid-demo-svc)
 [[ -n $bj_after ]] && no_old "$bj_rules" "$bj_after" ||
@@ -495,7 +547,7 @@ ready=$(ready_at shanghai "$off_at" "$SITEGRID_E2E_LOGS/sitegrid-proxy-sh-1.log"
 read -r late sent failed other slow slowest <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1-service.log" shanghai "$ready")"
 echo "figures: offline reboot as a host service, stale endpoints: $(stale_figures)"
 expect "answers from another site (host service)" "$other" 0
-((failed == 0)) || fail "requests failed once the restarted pods answered (host service): $failed ($(unanswered sh-1 "$SITEGRID_E2E_LOGS/asks-sh-1-service.log"))"
+((failed == 0)) || fail "requests failed once the restarted pods answered (host service): $failed ($(unanswered "$SITEGRID_E2E_LOGS/asks-sh-1-service.log"))"
 node_uncut sh-1
 
 echo "figures: node cache on disk: $(du -sb "$SH/sitegrid-proxy/node-cache" | cut -f1) bytes for $n_pods pods; the proxy's RSS $(awk '/^VmRSS/ {printf "%.1f MiB", $2 / 1024}' "/proc/$(proxy_pid)/status")"
