@@ -144,8 +144,10 @@ no_old() { local a; for a in $1; do [[ " $2 " != *" $a "* ]] || return 1; done; 
 # may answer later than a second, as TCP retransmits a lost SYN after one: such answers count as
 # answers and are reported as slow. Each request runs on its own, so one that waits does not
 # delay the next (the figures' 200 ms resolution); lines are written as requests end.
-# Each request has a source port of its own (one per 200 ms slot, 20000-29999, where nothing
-# in a node listens, below the kernel's ephemeral range): the requests sent before kube-proxy's
+# Each request has a source port of its own (20000-29999, where nothing in a node listens, below
+# the kernel's ephemeral range; the next one each time, starting from the number of 200 ms since
+# the epoch, so that a later asker in the same node starts past an earlier one's last port, as
+# none sends more than one request in 200 ms): the requests sent before kube-proxy's
 # rules existed leave un-NATed SYN_SENT entries in the node's conntrack table for 120 s, and a
 # later connection the kernel gave the same port would follow such an entry past kube-proxy's
 # DNAT, towards the ClusterIP itself, and fail, whatever kube-proxy's rules say (kube-proxy
@@ -170,18 +172,19 @@ start_asker() {
         done) >"${2%.log}.rules" 2>/dev/null &
     track $!
     watchers+=" $!"
-    (while :; do
-        (
-            ns=$(date +%s%N)
-            t=${ns::-9}.${ns: -9}
-            out=$(ip netns exec "sg-$1" curl -s --local-port "$((20000 + ns / 200000000 % 10000))" --max-time "$ASK_WAIT" \
-                -w '\n%{exitcode} %{time_connect} %{time_total}' "http://$GRID_IP/" 2>/dev/null)
-            a=$(sed -n 's/^pod name: //p' <<<"$out")
-            read -r code connect total <<<"${out##*$'\n'}"
-            echo "$t ${a:--$code} $connect $total"
-        ) &
-        sleep 0.2
-    done) >"$2" 2>/dev/null &
+    (port=$(($(date +%s%N) / 200000000))
+        while :; do
+            port=$((port + 1))
+            (
+                t=$(date +%s.%N)
+                out=$(ip netns exec "sg-$1" curl -s --local-port "$((20000 + port % 10000))" --max-time "$ASK_WAIT" \
+                    -w '\n%{exitcode} %{time_connect} %{time_total}' "http://$GRID_IP/" 2>/dev/null)
+                a=$(sed -n 's/^pod name: //p' <<<"$out")
+                read -r code connect total <<<"${out##*$'\n'}"
+                echo "$t ${a:--$code} $connect $total"
+            ) &
+            sleep 0.2
+        done) >"$2" 2>/dev/null &
     track $!
     echo "$! $watchers"
 }
