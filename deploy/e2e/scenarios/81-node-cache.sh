@@ -151,7 +151,7 @@ no_old() { local a; for a in $1; do [[ " $2 " != *" $a "* ]] || return 1; done; 
 # rules existed leave un-NATed SYN_SENT entries in the node's conntrack table for 120 s, and a
 # later connection the kernel gave the same port would follow such an entry past kube-proxy's
 # DNAT, towards the ClusterIP itself, and fail, whatever kube-proxy's rules say (kube-proxy 1.20
-# clears UDP entries only: a real node's own clients can meet this too, outside what sitegrid
+# clears no TCP entries: a real node's own clients can meet this too, outside what sitegrid
 # serves).
 ASK_WAIT=5
 start_asker() {
