@@ -240,22 +240,20 @@ PY
 stale_figures() {
     echo "the ClusterIP answered by the restarted pods ${late} s after they were Ready; $sent requests sent, $failed failed after that ($slow answered later than a second, the slowest connected/answered in $slowest s), $other from another site"
 }
-# unanswered LOG: for a failure message, each request of start_asker's LOG that got no answer
-# after the first one the site's pods answered: when it was sent, curl's code, its connect time
-# and where its connection went (kube-proxy's DNAT target, the source the reply should come
-# from, in conntrack's NEW event for its SYN); then kube-proxy's DNAT targets for the
-# ServiceGrid as they changed from a second before the first failure, and conntrack's DESTROY
-# events of connections that never had an answer.
+# unanswered LOG SITE: for a failure message, each request of start_asker's LOG that got no
+# answer after the first one SITE's pods answered (those stale_after counts): when it was sent,
+# curl's code, its connect time and where its connection went (kube-proxy's DNAT target, the
+# source the reply should come from, in conntrack's NEW event for its SYN); then kube-proxy's
+# DNAT targets for the ServiceGrid as they changed from a second before the first failure, and
+# conntrack's DESTROY events of connections that never had an answer.
 unanswered() {
-    python3 - "$1" "${1%.log}.conntrack" "${1%.log}.rules" <<'PY'
+    python3 - "$1" "${1%.log}.conntrack" "${1%.log}.rules" "$2" <<'PY'
 import re, sys, time
 hms = lambda t: time.strftime("%T", time.gmtime(t)) + f".{int(t * 10) % 10}"
 lines = sorted((l.split() for l in open(sys.argv[1]) if len(l.split()) >= 2), key=lambda l: float(l[0]))
-seen, failed = False, []
-for l in lines:
-    seen = seen or not l[1].startswith("-")
-    if seen and l[1].startswith("-"):
-        failed.append(l)
+site = f"deploymentgrid-demo-{sys.argv[4]}-"
+first = next((float(l[0]) for l in lines if l[1].startswith(site)), None)
+failed = [l for l in lines if first is not None and float(l[0]) >= first and l[1].startswith("-")]
 events = []
 try:
     for e in open(sys.argv[2]):
@@ -271,7 +269,8 @@ out = ["failed at: " + ", ".join(f"{hms(float(l[0]))} ({l[1]}, connected in {l[2
 since = float(failed[0][0]) - 1 if failed else 0
 try:
     rules = [l.split(None, 1) for l in open(sys.argv[3]) if l.strip()]
-    shown = [r for i, r in enumerate(rules) if float(r[0]) >= since or (i + 1 < len(rules) and float(rules[i + 1][0]) >= since) or i + 1 == len(rules)]
+    # From the targets in force a second before the first failure on.
+    shown = rules[max((i for i, r in enumerate(rules) if float(r[0]) < since), default=0):]
     out.append("kube-proxy's DNAT targets: " + "; ".join(f"from {hms(float(r[0]))} {r[1].strip() if len(r) > 1 else '-'}" for r in shown))
 except OSError:
     pass
@@ -450,7 +449,7 @@ ready=$(ready_at shanghai "$off_at" $(static_proxy_logs sh-1))
 read -r late sent failed other slow slowest <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1.log" shanghai "$ready")"
 echo "figures: offline reboot, stale endpoints: $(stale_figures)"
 expect "answers from another site" "$other" 0
-((failed == 0)) || fail "requests failed once the restarted pods answered: $failed ($(unanswered "$SITEGRID_E2E_LOGS/asks-sh-1.log"))"
+((failed == 0)) || fail "requests failed once the restarted pods answered: $failed ($(unanswered "$SITEGRID_E2E_LOGS/asks-sh-1.log" shanghai))"
 sh_after=$(dnat_targets sg-sh-1 servicegrid-demo-svc)
 no_old "$sh_rules" "$sh_after" || fail "sh-1's kube-proxy still sends to an old address: before '$sh_rules', after '$sh_after'"
 echo "figures: offline reboot, stale endpoints: sh-1's kube-proxy DNAT rules for the ServiceGrid before: $sh_rules; after: $sh_after"
@@ -490,7 +489,7 @@ for n in bj-1 bj-2; do
     read -r late sent failed other slow slowest <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-$n.log" beijing "$ready")"
     echo "figures: offline reboot of bj-1 behind beijing's site proxy, stale endpoints on $n: $(stale_figures)"
     expect "answers from another site on $n" "$other" 0
-    ((failed == 0)) || fail "requests failed on $n once bj-1's restarted pods answered: $failed ($(unanswered "$SITEGRID_E2E_LOGS/asks-$n.log"))"
+    ((failed == 0)) || fail "requests failed on $n once bj-1's restarted pods answered: $failed ($(unanswered "$SITEGRID_E2E_LOGS/asks-$n.log" beijing))"
 done
 bj_after=$(dnat_targets sg-bj-2 servicegrid-demo-svc)
 [[ -n $bj_after ]] && no_old "$bj_rules" "$bj_after" ||
@@ -550,7 +549,7 @@ ready=$(ready_at shanghai "$off_at" "$SITEGRID_E2E_LOGS/sitegrid-proxy-sh-1.log"
 read -r late sent failed other slow slowest <<<"$(stale_after "$asker" "$SITEGRID_E2E_LOGS/asks-sh-1-service.log" shanghai "$ready")"
 echo "figures: offline reboot as a host service, stale endpoints: $(stale_figures)"
 expect "answers from another site (host service)" "$other" 0
-((failed == 0)) || fail "requests failed once the restarted pods answered (host service): $failed ($(unanswered "$SITEGRID_E2E_LOGS/asks-sh-1-service.log"))"
+((failed == 0)) || fail "requests failed once the restarted pods answered (host service): $failed ($(unanswered "$SITEGRID_E2E_LOGS/asks-sh-1-service.log" shanghai))"
 node_uncut sh-1
 
 echo "figures: node cache on disk: $(du -sb "$SH/sitegrid-proxy/node-cache" | cut -f1) bytes for $n_pods pods; the proxy's RSS $(awk '/^VmRSS/ {printf "%.1f MiB", $2 / 1024}' "/proc/$(proxy_pid)/status")"
