@@ -30,6 +30,7 @@ mod encode;
 mod event;
 pub mod kind;
 mod locality;
+mod meaning;
 mod metrics;
 mod object;
 pub mod persist;

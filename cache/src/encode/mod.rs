@@ -18,7 +18,7 @@ const SCRATCH_KEPT: usize = 256 << 10;
 /// buffer per object, grown in steps, whose pieces left holes in the heap
 /// between the long-lived packed bodies. A buffer a large object grew past
 /// 256 KiB is given back afterwards.
-fn with_scratch<R>(
+pub(crate) fn with_scratch<R>(
     buffer: &'static LocalKey<RefCell<Vec<u8>>>,
     f: impl FnOnce(&mut Vec<u8>) -> R,
 ) -> R {

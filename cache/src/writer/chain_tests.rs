@@ -294,7 +294,7 @@ fn served(cache: &Cache, kind: ResourceKind) -> Vec<Value> {
 }
 
 /// The same, without the versions (each proxy numbers its own) and the
-/// stamps that carry no meaning for a client (`super::meaning`): a view
+/// stamps that carry no meaning for a client (`crate::meaning`): a view
 /// recomputed when a node joins the site takes the upstream's newest
 /// stamps, where the site proxy kept those of its last meaningful change.
 fn content(cache: &Cache, kind: ResourceKind) -> BTreeMap<String, Value> {

@@ -12,7 +12,6 @@
 mod chain_tests;
 mod incoming;
 mod local;
-mod meaning;
 mod persisting;
 mod project;
 #[cfg(test)]
@@ -579,10 +578,9 @@ impl Writer {
                 }
                 let view = View::new(self.cache.codec(), kind, &map, self.next_rv);
                 let event_type = match current {
-                    Some(cur) if cur.same_content(&view) => return,
-                    // A change the view's clients cannot use (see `meaning`):
+                    // A change the view's clients cannot use (`crate::meaning`):
                     // the previous view stays, without an event.
-                    Some(cur) if same_old_meaning(kind, &cur, &map) => return,
+                    Some(cur) if cur.meaning() == view.meaning() => return,
                     Some(_) => EventType::Modified,
                     None => EventType::Added,
                 };
@@ -659,14 +657,6 @@ fn packed_full<K: Ord, V>(mut map: BTreeMap<K, V>) -> BTreeMap<K, V> {
 }
 
 /// Services and nodes: what the topology filter reads.
-/// Whether `new` means what the served view `old` means (see `meaning`).
-fn same_old_meaning(kind: ResourceKind, old: &View, new: &serde_json::Map<String, Value>) -> bool {
-    match old.native_body_value() {
-        Value::Object(old) => meaning::same_meaning(kind, &old, new),
-        _ => false,
-    }
-}
-
 fn is_topology_input(kind: ResourceKind) -> bool {
     matches!(kind, ResourceKind::Services | ResourceKind::Nodes)
 }

@@ -348,7 +348,7 @@ fn notes(config: &ScaleConfig, runs: &[TopologyRun]) -> Vec<String> {
         "Of the window's {} EndpointSlice changes, spread over all {} sites, each kube-proxy \
          received: {}. Behind a proxy a change in another site moves only the slice's \
          metadata.generation in this site's view, which sends no event \
-         (cache/src/writer/meaning.rs).",
+         (cache/src/meaning.rs).",
         runs.first().map_or(0, |r| r.slice_changes),
         config.size.sites,
         heard.join(", ")
