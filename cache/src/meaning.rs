@@ -41,9 +41,11 @@
 //! digests, without reading the served view back. Two views whose
 //! meanings are equal by the rule have equal digests (objects' keys in any
 //! order, absent annotations as none); two that differ have different ones
-//! but with a chance of 2^-128 (XXH3's 128 bits over an unambiguous
-//! canonical form, seeded at random per process: no input can be made to
-//! collide on purpose without knowing the seed).
+//! but with a chance of about 2^-128 (XXH3's 128 bits over an unambiguous
+//! canonical form, seeded at random per process). XXH3 is not a
+//! cryptographic hash; whoever could craft two states of an object that
+//! collide may write that object, and so could change what is served
+//! anyway.
 
 use std::{cell::RefCell, sync::OnceLock};
 
@@ -60,8 +62,9 @@ const NOT_MEANINGFUL: [&str; 3] = ["resourceVersion", "generation", "managedFiel
 const TRIGGER_TIME: &str = "endpoints.kubernetes.io/last-change-trigger-time";
 
 /// What a view of an object of some kind means to its clients (see the
-/// module doc): equal for two views exactly when the rule lets the change
-/// from one to the other pass without an event.
+/// module doc): equal for two views when the rule lets the change from one
+/// to the other pass without an event, and (but for the digest's chance)
+/// only then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Meaning([u64; 2]);
 
