@@ -10,7 +10,20 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 TAG=${1:-$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1)}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-API=51317 DEMO_PROXY=51316 PROXY=51318
+# free_port FROM: the first port from FROM on that no socket holds. Ports below the kernel's
+# ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default), which no outgoing
+# connection takes as its own: CI runs this beside the loopback scenarios, and with fixed
+# ports in that range one of their connections once held the proxy's port when it came to
+# listen ("Address already in use").
+free_port() {
+    local p
+    for ((p = $1; p < $1 + 100; p++)); do
+        [[ -n $(ss -HtanO "sport = :$p") ]] || { echo "$p"; return 0; }
+    done
+    echo "smoke.sh: no free port in $1-$(($1 + 99))" >&2
+    return 1
+}
+API=$(free_port 24100) DEMO_PROXY=$(free_port 24200) PROXY=$(free_port 24300)
 buildah=(buildah --storage-driver vfs)
 image=sitegrid/sitegrid-proxy:$TAG
 work=$(mktemp -d)
