@@ -54,7 +54,7 @@ use std::{
 use tokio::sync::watch;
 
 pub use encode::{
-    codec::{Codec, LabelWords},
+    codec::{Codec, LabelWords, Packed},
     json, proto, Encoded, Wire,
 };
 pub use event::{Event, EventType};
@@ -354,6 +354,16 @@ impl Cache {
         served: Served,
     ) -> Result<bytes::Bytes, sitegrid_apimachinery::protobuf::EncodeError> {
         view.message(&self.0.codec, served, self.stored_as(served))
+    }
+
+    /// `view`'s protobuf message as `served` asks for it, as the view keeps
+    /// it (encoded once), to unpack where the caller wants it.
+    pub fn packed_message<'v>(
+        &self,
+        view: &'v View,
+        served: Served,
+    ) -> Result<&'v Packed, sitegrid_apimachinery::protobuf::EncodeError> {
+        view.packed_message(&self.0.codec, served, self.stored_as(served))
     }
 
     /// `event`'s watch frame as `served` asks for it in `wire`, encoded once and shared.

@@ -169,11 +169,38 @@ impl View {
         if let Some(packed) = slot.get() {
             return Ok(packed.unpack());
         }
-        let body = self.body(codec, served.version, native).bytes();
-        let encoded = protobuf::message(served.message(), &body)?;
+        let encoded = self.encode_message(codec, served, native)?;
         // A racing encoder may have won: both encodings are equal.
         slot.get_or_init(|| codec.pack(Family::served(served.kind, Wire::Protobuf), &encoded));
         Ok(Bytes::from(encoded))
+    }
+
+    /// The protobuf message of this state as `served`, as the view keeps it
+    /// (encoded on first use, like [`View::message`]), for a reader that
+    /// unpacks it where it wants it.
+    pub fn packed_message(
+        &self,
+        codec: &Codec,
+        served: Served,
+        native: ApiVersion,
+    ) -> Result<&Packed, EncodeError> {
+        let slot = &self.lazy().protobuf[served.version.index()];
+        if let Some(packed) = slot.get() {
+            return Ok(packed);
+        }
+        let encoded = self.encode_message(codec, served, native)?;
+        Ok(slot.get_or_init(|| codec.pack(Family::served(served.kind, Wire::Protobuf), &encoded)))
+    }
+
+    /// The protobuf message, encoded from the JSON body.
+    fn encode_message(
+        &self,
+        codec: &Codec,
+        served: Served,
+        native: ApiVersion,
+    ) -> Result<Vec<u8>, EncodeError> {
+        let body = self.body(codec, served.version, native).bytes();
+        protobuf::message(served.message(), &body)
     }
 
     /// Its JSON body in the native version, with its resourceVersion.

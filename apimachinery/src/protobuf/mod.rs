@@ -245,8 +245,14 @@ const ENVELOPE_TAIL_LEN: usize = 4;
 
 /// Appends one item of a [`ListFrame`]'s list: its message as field `items`.
 pub fn put_list_item(out: &mut BytesMut, message: &[u8]) {
-    put_len_field(out, 2, message.len());
+    put_list_item_head(out, message.len());
     out.put_slice(message);
+}
+
+/// What goes before a list item of `len` bytes (its field's key and
+/// length), for a caller that writes the item itself.
+pub fn put_list_item_head(out: &mut BytesMut, len: usize) {
+    put_len_field(out, 2, len);
 }
 
 /// The bytes [`put_list_item`] appends for a message of `len` bytes.

@@ -42,6 +42,11 @@ impl Encoded {
         self.packed.unpack()
     }
 
+    /// The body as it is kept, to unpack where the caller wants it.
+    pub fn packed(&self) -> &Packed {
+        &self.packed
+    }
+
     /// Appends the body to `out`.
     pub fn write_into(&self, out: &mut BytesMut) {
         self.packed.unpack_into(out);

@@ -2,7 +2,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use serde_json::{json, Map, Value};
 use sitegrid_apimachinery::{
     continue_token::{next_start, ContinueToken},
@@ -14,8 +14,11 @@ use super::{
     request::{CachedRequest, Format, ListFrom, ListRequest},
     table,
 };
-use crate::http::{framed::Join, Framed};
-use sitegrid_cache::{json as json_wire, Cache, View};
+use crate::http::{
+    framed::{Items, Join},
+    Framed,
+};
+use sitegrid_cache::{json as json_wire, Cache, Packed, Served, View, Wire};
 
 /// How long a list for a not-yet-reached resourceVersion waits (as kube-apiserver's cache does).
 pub const RV_WAIT: Duration = Duration::from_secs(3);
@@ -68,22 +71,31 @@ pub async fn list(cache: &Cache, req: &CachedRequest, list: &ListRequest) -> Res
     let prefix = req.key_prefix();
     let (objects, list_rv, start) = snapshot(cache, req, &list.from, &prefix).await?;
     let filter = &list.filter;
-    let mut matching = objects
-        .as_slice()
-        .iter()
-        .filter(|v| start.is_empty() || v.key() >= start.as_str())
-        .filter(|v| filter.matches(cache.codec(), v))
-        .cloned();
+    let keep = |v: &Arc<View>| {
+        (start.is_empty() || v.key() >= start.as_str()) && filter.matches(cache.codec(), v)
+    };
     let mut meta = PageMeta {
         rv: list_rv,
         ..PageMeta::default()
     };
     if list.limit == 0 {
-        return Ok(Page {
-            items: matching.collect(),
-            meta,
-        });
+        let items = match objects {
+            // Read for this list alone: filtered where it is, and not read
+            // again when everything is kept (a whole list, as kube-proxy's).
+            Objects::Read(mut all) => {
+                if !(start.is_empty()
+                    && filter.selects_everything()
+                    && filter.namespace().is_none())
+                {
+                    all.retain(keep);
+                }
+                all
+            }
+            Objects::Pinned(pinned) => pinned.iter().filter(|v| keep(v)).cloned().collect(),
+        };
+        return Ok(Page { items, meta });
     }
+    let mut matching = objects.as_slice().iter().filter(|v| keep(v)).cloned();
     let items: Vec<Arc<View>> = matching.by_ref().take(list.limit).collect();
     let remaining = matching.count();
     if let (true, Some(last)) = (remaining > 0, items.last()) {
@@ -206,39 +218,49 @@ fn expired_continue(start: &str) -> Status {
 }
 
 /// Renders a page in the negotiated format: the items' shared encodings
-/// inside the list's frame (see [`Framed`]), or a Table.
-pub fn render(cache: &Cache, req: &CachedRequest, page: &Page) -> Result<Framed, Status> {
+/// inside the list's frame, each unpacked as the connection takes its chunk
+/// (see [`Framed`]), or a Table.
+pub fn render(cache: &Cache, req: &CachedRequest, page: Page) -> Result<Framed, Status> {
     let served = req.served;
     Ok(match req.format {
         Format::Json => {
-            // The bodies unpacked into one buffer, each item a share of it.
-            let mut buf = BytesMut::with_capacity(
-                page.items.iter().map(|v| cache.body(v, served).len()).sum(),
-            );
-            let items = page
+            let (head, tail) = json_wire::list_frame(served, &page.meta.to_json());
+            let lens = page
                 .items
                 .iter()
-                .map(|v| {
-                    cache.body(v, served).write_into(&mut buf);
-                    buf.split().freeze()
-                })
+                .map(|v| cache.body(v, served).len())
                 .collect();
-            let (head, tail) = json_wire::list_frame(served, &page.meta.to_json());
+            let items = Bodies {
+                cache: cache.clone(),
+                served,
+                views: page.items,
+                lens,
+                wire: Wire::Json,
+            };
             Framed::new(head, items, tail, Join::Comma)
         }
         Format::Protobuf => {
-            let items = page
+            // Every message encoded (or found encoded) before anything is
+            // sent: one that cannot be is a 500, not a response cut short.
+            let lens = page
                 .items
                 .iter()
-                .map(|v| cache.message(v, served))
-                .collect::<Result<Vec<Bytes>, _>>()
+                .map(|v| cache.packed_message(v, served).map(Packed::len))
+                .collect::<Result<Vec<usize>, _>>()
                 .map_err(|e| Status::internal_error(e.to_string()))?;
             let frame = protobuf::ListFrame::new(
                 served.api_version(),
                 served.list_kind(),
                 &page.meta.to_protobuf(),
-                items.iter().map(Bytes::len),
+                lens.iter().copied(),
             );
+            let items = Bodies {
+                cache: cache.clone(),
+                served,
+                views: page.items,
+                lens,
+                wire: Wire::Protobuf,
+            };
             Framed::new(frame.head, items, frame.tail, Join::Protobuf)
         }
         Format::Metadata { list: false } => return Err(metadata::not_an_object(served.kind)),
@@ -260,4 +282,47 @@ pub fn render(cache: &Cache, req: &CachedRequest, page: &Page) -> Result<Framed,
             include,
         )),
     })
+}
+
+/// A page's items as their JSON bodies or protobuf messages, kept packed in
+/// the cache's views and unpacked straight into the chunk each is sent in.
+struct Bodies {
+    cache: Cache,
+    served: Served,
+    views: Vec<Arc<View>>,
+    /// Each item's length, read once (the body's length is announced first,
+    /// and each chunk is measured before it is made).
+    lens: Vec<usize>,
+    wire: Wire,
+}
+
+impl Bodies {
+    /// Item `index` as the view keeps it (a protobuf message was encoded
+    /// when the page was rendered, so this finds it).
+    fn packed(&self, index: usize) -> Option<&Packed> {
+        let view = &self.views[index];
+        match self.wire {
+            Wire::Json => Some(self.cache.body(view, self.served).packed()),
+            Wire::Protobuf => self.cache.packed_message(view, self.served).ok(),
+        }
+    }
+}
+
+impl Items for Bodies {
+    fn count(&self) -> usize {
+        self.views.len()
+    }
+
+    fn len(&self, index: usize) -> usize {
+        self.lens[index]
+    }
+
+    fn write(&self, index: usize, out: &mut BytesMut) -> bool {
+        let Some(packed) = self.packed(index) else {
+            return false;
+        };
+        let start = out.len();
+        packed.unpack_into(out);
+        out.len() - start == self.lens[index]
+    }
 }

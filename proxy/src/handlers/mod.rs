@@ -70,12 +70,12 @@ pub async fn handle(
             ))
         }
         Verb::List(list) => match list::list(cache, &req, list).await {
-            Ok(page) => list::render(cache, &req, &page),
+            Ok(page) => list::render(cache, &req, page),
             Err(s) => Err(s),
         }
-        .map(|body| body_response(body, format, pretty)),
+        .and_then(|body| body_response(body, format, pretty)),
         Verb::Get { name } => get::get(cache, &req, name)
-            .map(|body| body_response(Framed::whole(body), format, pretty)),
+            .and_then(|body| body_response(Framed::whole(body), format, pretty)),
     };
     result.unwrap_or_else(|s| response::status_as(&s, errors))
 }
@@ -133,11 +133,18 @@ fn incomplete_in_protobuf(req: &CachedRequest) -> Status {
 const RETRY_WHILE_FAILING: u32 = 5;
 
 /// A whole answer in `format` (JSON indented when asked to).
-fn body_response(body: Framed, format: Format, pretty: bool) -> Response<Body> {
+fn body_response(body: Framed, format: Format, pretty: bool) -> Result<Response<Body>, Status> {
     let body = match format {
         Format::Protobuf => body,
-        _ if pretty => Framed::whole(response::prettify(&body.into_bytes())),
+        _ if pretty => match body.into_bytes() {
+            Some(bytes) => Framed::whole(response::prettify(&bytes)),
+            None => return Err(Status::internal_error("a list item could not be written")),
+        },
         _ => body,
     };
-    response::typed(StatusCode::OK, format.content_type(false), body.into_body())
+    Ok(response::typed(
+        StatusCode::OK,
+        format.content_type(false),
+        body.into_body(),
+    ))
 }

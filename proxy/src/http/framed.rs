@@ -4,13 +4,15 @@
 //! A list of 1,000 EndpointSlices is about 1 MB: built whole, every LIST in
 //! flight held its own copy, so 1,000 clients starting at once cost 1 GB, and
 //! glibc kept much of it after they were answered. [`Framed`] keeps the
-//! shared item bytes (reference-counted) and writes them in chunks of
-//! [`CHUNK`] bytes as the connection takes them, so a LIST in flight costs
-//! one chunk and a pointer per item.
+//! items as they are held ([`Items`]: shared bytes, or the cache's packed
+//! encodings) and writes them in chunks of [`CHUNK`] bytes as the connection
+//! takes them, so a LIST in flight costs one chunk and a pointer per item,
+//! and an item is unpacked once, straight into the chunk it is sent in.
 
 use std::{
-    convert::Infallible,
+    fmt, io,
     pin::Pin,
+    sync::Arc,
     task::{Context, Poll},
 };
 
@@ -24,6 +26,34 @@ use super::Body;
 /// item makes its chunk larger).
 pub const CHUNK: usize = 64 * 1024;
 
+/// The items of a list body: counted and measured when the body is made (its
+/// length is announced), each written only when the chunk it is sent in is.
+pub trait Items: Send + Sync {
+    /// How many there are.
+    fn count(&self) -> usize;
+    /// Item `index`'s length in bytes.
+    fn len(&self, index: usize) -> usize;
+    /// Appends item `index`: exactly [`Items::len`] bytes, or `false` when
+    /// it can no longer be made (the body then fails: see [`Framed::into_body`]).
+    fn write(&self, index: usize, out: &mut BytesMut) -> bool;
+}
+
+/// Items already in buffers of their own.
+impl Items for Vec<Bytes> {
+    fn count(&self) -> usize {
+        Vec::len(self)
+    }
+
+    fn len(&self, index: usize) -> usize {
+        self[index].len()
+    }
+
+    fn write(&self, index: usize, out: &mut BytesMut) -> bool {
+        out.put_slice(&self[index]);
+        true
+    }
+}
+
 /// How the items of a list are joined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Join {
@@ -34,20 +64,17 @@ pub enum Join {
 }
 
 impl Join {
-    /// Appends item number `index`.
-    fn put(self, index: usize, item: &[u8], out: &mut BytesMut) {
+    /// Appends what goes before item number `index` of `len` bytes.
+    fn put_before(self, index: usize, len: usize, out: &mut BytesMut) {
         match self {
-            Join::Comma => {
-                if index > 0 {
-                    out.put_u8(b',');
-                }
-                out.put_slice(item);
-            }
-            Join::Protobuf => protobuf::put_list_item(out, item),
+            Join::Comma if index > 0 => out.put_u8(b','),
+            Join::Comma => {}
+            Join::Protobuf => protobuf::put_list_item_head(out, len),
         }
     }
 
-    /// What [`Join::put`] appends for item number `index` of `len` bytes.
+    /// What [`Join::put_before`] and the item append for item number
+    /// `index` of `len` bytes.
     fn len(self, index: usize, len: usize) -> usize {
         match self {
             Join::Comma => len + usize::from(index > 0),
@@ -57,20 +84,31 @@ impl Join {
 }
 
 /// A whole response body: `head`, the items joined by `join`, `tail`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Framed {
     head: Bytes,
-    items: Vec<Bytes>,
+    items: Arc<dyn Items>,
     tail: Bytes,
     join: Join,
 }
 
+impl fmt::Debug for Framed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Framed")
+            .field("head", &self.head.len())
+            .field("items", &self.items.count())
+            .field("tail", &self.tail.len())
+            .field("join", &self.join)
+            .finish()
+    }
+}
+
 impl Framed {
     /// A list body.
-    pub fn new(head: Bytes, items: Vec<Bytes>, tail: Bytes, join: Join) -> Framed {
+    pub fn new(head: Bytes, items: impl Items + 'static, tail: Bytes, join: Join) -> Framed {
         Framed {
             head,
-            items,
+            items: Arc::new(items),
             tail,
             join,
         }
@@ -83,11 +121,8 @@ impl Framed {
 
     /// The body's length in bytes.
     pub fn len(&self) -> usize {
-        let items: usize = self
-            .items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| self.join.len(i, item.len()))
+        let items: usize = (0..self.items.count())
+            .map(|i| self.join.len(i, self.items.len(i)))
             .sum();
         self.head.len() + items + self.tail.len()
     }
@@ -97,22 +132,35 @@ impl Framed {
         self.len() == 0
     }
 
-    /// The body in one buffer (to re-indent it, or to test it).
-    pub fn into_bytes(self) -> Bytes {
-        if self.items.is_empty() && self.tail.is_empty() {
-            return self.head;
+    /// The body in one buffer (to re-indent it, or to test it); `None` if
+    /// an item can no longer be made.
+    pub fn into_bytes(self) -> Option<Bytes> {
+        if self.items.count() == 0 && self.tail.is_empty() {
+            return Some(self.head);
         }
         let mut out = BytesMut::with_capacity(self.len());
         out.put_slice(&self.head);
-        for (i, item) in self.items.iter().enumerate() {
-            self.join.put(i, item, &mut out);
+        for i in 0..self.items.count() {
+            if !self.put_item(i, &mut out) {
+                return None;
+            }
         }
         out.put_slice(&self.tail);
-        out.freeze()
+        Some(out.freeze())
+    }
+
+    /// Appends item `i` with what joins it; whether it was made whole.
+    fn put_item(&self, i: usize, out: &mut BytesMut) -> bool {
+        let len = self.items.len(i);
+        self.join.put_before(i, len, out);
+        let start = out.len();
+        self.items.write(i, out) && out.len() - start == len
     }
 
     /// The body to send: chunks made as the connection asks for them, with
-    /// its exact length announced (a `Content-Length` on HTTP/1.1).
+    /// its exact length announced (a `Content-Length` on HTTP/1.1). An item
+    /// that can no longer be made fails the body there, so the client sees
+    /// a response cut short rather than a well-formed one without it.
     pub fn into_body(self) -> Body {
         let remaining = self.len() as u64;
         Body::new(Chunks {
@@ -136,34 +184,55 @@ struct Chunks {
 
 impl http_body::Body for Chunks {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = io::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         let this = self.get_mut();
         if this.remaining == 0 {
             return Poll::Ready(None);
         }
         let f = &this.framed;
+        let count = f.items.count();
         // The head alone when nothing follows it (a body that was one
         // buffer), so it is sent without a copy.
-        if !this.head_sent && f.items.is_empty() && f.tail.is_empty() {
+        if !this.head_sent && count == 0 && f.tail.is_empty() {
             this.head_sent = true;
             this.remaining = 0;
             return Poll::Ready(Some(Ok(Frame::data(f.head.clone()))));
         }
-        let mut out = BytesMut::with_capacity(CHUNK.min(this.remaining as usize));
+        // The chunk's items measured first, so that it is allocated once.
+        let mut size = if this.head_sent { 0 } else { f.head.len() };
+        let mut end = this.next;
+        while end < count && size < CHUNK {
+            size += f.join.len(end, f.items.len(end));
+            end += 1;
+        }
+        if end == count {
+            size += f.tail.len();
+        }
+        let mut out = BytesMut::with_capacity(size);
         if !this.head_sent {
             out.put_slice(&f.head);
             this.head_sent = true;
         }
-        while this.next < f.items.len() && out.len() < CHUNK {
-            f.join.put(this.next, &f.items[this.next], &mut out);
+        while this.next < end {
+            if !f.put_item(this.next, &mut out) {
+                let failed = this.next;
+                this.remaining = 0;
+                tracing::error!(
+                    item = failed,
+                    "a list item could not be written: the response is cut short"
+                );
+                return Poll::Ready(Some(Err(io::Error::other(format!(
+                    "list item {failed} could not be written"
+                )))));
+            }
             this.next += 1;
         }
-        if this.next == f.items.len() {
+        if this.next == count {
             out.put_slice(&f.tail);
         }
         this.remaining = this.remaining.saturating_sub(out.len() as u64);
@@ -212,7 +281,7 @@ mod tests {
                 Bytes::from_static(b"]}\n"),
                 join,
             );
-            let whole = framed.clone().into_bytes();
+            let whole = framed.clone().into_bytes().unwrap();
             assert_eq!(whole.len(), framed.len());
             let (chunks, body, announced) = sent(framed).await;
             assert_eq!(body, whole, "{join:?}: the chunks are the body");
@@ -225,6 +294,53 @@ mod tests {
         }
     }
 
+    /// Items of which one can no longer be made (a view whose packed
+    /// encoding would not unpack).
+    struct Broken(usize);
+
+    impl Items for Broken {
+        fn count(&self) -> usize {
+            3000
+        }
+
+        fn len(&self, _: usize) -> usize {
+            700
+        }
+
+        fn write(&self, index: usize, out: &mut BytesMut) -> bool {
+            if index == self.0 {
+                return false;
+            }
+            out.put_bytes(b'x', 700);
+            true
+        }
+    }
+
+    #[tokio::test]
+    async fn an_item_that_cannot_be_made_cuts_the_response_short_with_an_error() {
+        let framed = Framed::new(
+            Bytes::from_static(b"["),
+            Broken(2000),
+            Bytes::from_static(b"]"),
+            Join::Comma,
+        );
+        assert!(framed.clone().into_bytes().is_none());
+        let mut body = framed.into_body();
+        let (mut sent, mut failed) = (0, None);
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(data) => sent += data.into_data().unwrap().len(),
+                Err(e) => failed = Some(e.to_string()),
+            }
+        }
+        let failed = failed.expect("the body fails instead of ending well-formed");
+        assert!(failed.contains("2000"), "{failed}");
+        assert!(
+            sent <= 1 + 2000 * 700 + 1999,
+            "nothing of the broken item or after it is sent (the head, 2,000 items and their commas at most): {sent} bytes"
+        );
+    }
+
     #[tokio::test]
     async fn json_items_are_joined_by_commas() {
         let framed = Framed::new(
@@ -233,7 +349,7 @@ mod tests {
             Bytes::from_static(b"]"),
             Join::Comma,
         );
-        assert_eq!(&framed.clone().into_bytes()[..], b"[1,{}]");
+        assert_eq!(&framed.clone().into_bytes().unwrap()[..], b"[1,{}]");
         assert_eq!(&sent(framed).await.1[..], b"[1,{}]");
     }
 
