@@ -12,7 +12,7 @@
 use std::{
     fmt, io,
     pin::Pin,
-    sync::Arc,
+    sync::{Arc, LazyLock},
     task::{Context, Poll},
 };
 
@@ -114,9 +114,16 @@ impl Framed {
         }
     }
 
-    /// A body that is one buffer already.
+    /// A body that is one buffer already (every GET's answer: its empty
+    /// item list is one shared by all, not allocated per answer).
     pub fn whole(bytes: Bytes) -> Framed {
-        Framed::new(bytes, Vec::new(), Bytes::new(), Join::Comma)
+        static NO_ITEMS: LazyLock<Arc<dyn Items>> = LazyLock::new(|| Arc::new(Vec::<Bytes>::new()));
+        Framed {
+            head: bytes,
+            items: NO_ITEMS.clone(),
+            tail: Bytes::new(),
+            join: Join::Comma,
+        }
     }
 
     /// The body's length in bytes.
