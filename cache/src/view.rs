@@ -165,14 +165,9 @@ impl View {
         served: Served,
         native: ApiVersion,
     ) -> Result<Bytes, EncodeError> {
-        let slot = &self.lazy().protobuf[served.version.index()];
-        if let Some(packed) = slot.get() {
-            return Ok(packed.unpack());
-        }
-        let encoded = self.encode_message(codec, served, native)?;
-        // A racing encoder may have won: both encodings are equal.
-        slot.get_or_init(|| codec.pack(Family::served(served.kind, Wire::Protobuf), &encoded));
-        Ok(Bytes::from(encoded))
+        let (packed, fresh) = self.kept_message(codec, served, native)?;
+        // The encoding just made is sent as it is, not unpacked again.
+        Ok(fresh.map_or_else(|| packed.unpack(), Bytes::from))
     }
 
     /// The protobuf message of this state as `served`, as the view keeps it
@@ -184,23 +179,28 @@ impl View {
         served: Served,
         native: ApiVersion,
     ) -> Result<&Packed, EncodeError> {
-        let slot = &self.lazy().protobuf[served.version.index()];
-        if let Some(packed) = slot.get() {
-            return Ok(packed);
-        }
-        let encoded = self.encode_message(codec, served, native)?;
-        Ok(slot.get_or_init(|| codec.pack(Family::served(served.kind, Wire::Protobuf), &encoded)))
+        self.kept_message(codec, served, native)
+            .map(|(packed, _)| packed)
     }
 
-    /// The protobuf message, encoded from the JSON body.
-    fn encode_message(
+    /// The kept message, encoded from the JSON body and kept if this is its
+    /// first use (the encoding then returned beside it).
+    fn kept_message(
         &self,
         codec: &Codec,
         served: Served,
         native: ApiVersion,
-    ) -> Result<Vec<u8>, EncodeError> {
+    ) -> Result<(&Packed, Option<Vec<u8>>), EncodeError> {
+        let slot = &self.lazy().protobuf[served.version.index()];
+        if let Some(packed) = slot.get() {
+            return Ok((packed, None));
+        }
         let body = self.body(codec, served.version, native).bytes();
-        protobuf::message(served.message(), &body)
+        let encoded = protobuf::message(served.message(), &body)?;
+        // A racing encoder may have won: both encodings are equal.
+        let packed =
+            slot.get_or_init(|| codec.pack(Family::served(served.kind, Wire::Protobuf), &encoded));
+        Ok((packed, Some(encoded)))
     }
 
     /// Its JSON body in the native version, with its resourceVersion.
