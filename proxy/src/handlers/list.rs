@@ -78,25 +78,27 @@ pub async fn list(cache: &Cache, req: &CachedRequest, list: &ListRequest) -> Res
         rv: list_rv,
         ..PageMeta::default()
     };
-    if list.limit == 0 {
-        let items = match objects {
-            // Read for this list alone: filtered where it is, and not read
-            // again when everything is kept (a whole list, as kube-proxy's).
-            Objects::Read(mut all) => {
-                if !(start.is_empty()
-                    && filter.selects_everything()
-                    && filter.namespace().is_none())
-                {
-                    all.retain(keep);
-                }
-                all
+    // A whole list read for this request alone is filtered where it is, not
+    // into a second vector of reference counts; when nothing narrows it (the
+    // snapshot holds exactly the namespace's scope), not even read: a
+    // cluster-wide list without selectors, as kube-proxy's, then touches no
+    // object before its first byte is sent.
+    let objects = match objects {
+        Objects::Read(mut all) if list.limit == 0 => {
+            if !(start.is_empty() && filter.selects_everything()) {
+                all.retain(keep);
             }
-            Objects::Pinned(pinned) => pinned.iter().filter(|v| keep(v)).cloned().collect(),
-        };
-        return Ok(Page { items, meta });
-    }
+            return Ok(Page { items: all, meta });
+        }
+        other => other,
+    };
+    let limit = if list.limit == 0 {
+        usize::MAX
+    } else {
+        list.limit
+    };
     let mut matching = objects.as_slice().iter().filter(|v| keep(v)).cloned();
-    let items: Vec<Arc<View>> = matching.by_ref().take(list.limit).collect();
+    let items: Vec<Arc<View>> = matching.by_ref().take(limit).collect();
     let remaining = matching.count();
     if let (true, Some(last)) = (remaining > 0, items.last()) {
         // Its later pages read these objects, whatever the log still reaches.
