@@ -20,6 +20,8 @@
 //! - [`Store`], [`Event`]: the served objects and the resume log of one
 //!   kind, with the broadcast that watchers follow ([`WatcherRegistry`]
 //!   counts them).
+//! - [`lists`]: whole lists encoded once per version of their kind and
+//!   shared by the LISTs that ask for them.
 //! - [`Readiness`]: which kinds are served, from the API server or from a
 //!   snapshot.
 //! - [`persist`]: the snapshot in the data directory, written behind the
@@ -29,6 +31,7 @@
 mod encode;
 mod event;
 pub mod kind;
+pub mod lists;
 mod locality;
 mod meaning;
 mod metrics;

@@ -105,10 +105,12 @@ enum Counted {
     TooOld,
     Reconnects,
     Skipped,
+    ListsMade,
+    ListsShared,
 }
 
 /// Name and help of each [`Counted`] counter (`_total` is added on encoding).
-const COUNTED: [(&str, &str); 6] = [
+const COUNTED: [(&str, &str); 8] = [
     (
         "watch_events_in",
         "Upstream watch events applied to the cache, by resource",
@@ -133,6 +135,14 @@ const COUNTED: [(&str, &str); 6] = [
         "upstream_objects_skipped",
         "Upstream objects not taken in because they do not decode as their kind (the last good version stays served), by resource",
     ),
+    (
+        "lists_encoded",
+        "Whole LISTs (no page limit) encoded from the cache's objects, by resource",
+    ),
+    (
+        "lists_shared",
+        "Whole LISTs answered with the bytes another LIST of the same version encoded, by resource",
+    ),
 ];
 
 /// The `reason` label (`reason="server_error"`).
@@ -145,7 +155,7 @@ impl EncodeLabelValue for UpstreamErrorReason {
 /// The per-kind counters the writer, the sync loop and the watch handler record.
 #[derive(Debug, Default)]
 pub struct CacheMetrics {
-    counts: PerKind<[AtomicU64; 6]>,
+    counts: PerKind<[AtomicU64; 8]>,
     errors: PerKind<[AtomicU64; UpstreamErrorReason::ALL.len()]>,
     /// Whether the last upstream answer for the kind was protobuf.
     protobuf: PerKind<AtomicBool>,
@@ -223,6 +233,17 @@ impl CacheMetrics {
     pub fn object_skipped(&self, kind: ResourceKind) {
         self.add(Counted::Skipped, kind, 1);
     }
+
+    /// A whole LIST answered: with bytes it encoded (`shared: false`), or
+    /// with those another LIST encoded at the same version.
+    pub fn list_answered(&self, kind: ResourceKind, shared: bool) {
+        let which = if shared {
+            Counted::ListsShared
+        } else {
+            Counted::ListsMade
+        };
+        self.add(which, kind, 1);
+    }
 }
 
 /// The `resource` and `reason` labels.
@@ -267,6 +288,8 @@ impl Collector for CacheCollector {
             Counted::TooOld,
             Counted::Reconnects,
             Counted::Skipped,
+            Counted::ListsMade,
+            Counted::ListsShared,
         ]
         .into_iter()
         .enumerate()
@@ -335,6 +358,15 @@ impl Collector for CacheCollector {
             ),
             MetricType::Gauge,
             |k| ConstGauge::new(gauge(sizes[k].log_bytes as u64)),
+        )?;
+        per_kind(
+            &mut encoder,
+            (
+                "cache_list_bytes",
+                "Bytes of whole lists kept encoded for the LISTs of the resource's current version",
+            ),
+            MetricType::Gauge,
+            |k| ConstGauge::new(gauge(sizes[k].list_bytes as u64)),
         )?;
         per_kind(
             &mut encoder,

@@ -13,7 +13,10 @@ use std::{
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::broadcast;
 
-use super::{Event, EventType, View};
+use super::{
+    lists::{EncodedLists, ListKey, SharedList},
+    Event, EventType, View,
+};
 
 /// The served state of one resource. Readers call its methods through
 /// [`Cache::store`](super::Cache::store); only the cache's writer commits.
@@ -21,6 +24,9 @@ pub struct Store {
     state: RwLock<State>,
     live: broadcast::Sender<Arc<Event>>,
     pins: Mutex<VecDeque<Pin>>,
+    /// Whole lists at the current version (see [`crate::lists`]); dropped
+    /// by every commit under the state's write lock.
+    lists: Mutex<EncodedLists>,
 }
 
 /// The objects a paged list was read from, kept for its continue tokens.
@@ -101,6 +107,8 @@ pub struct Sizes {
     pub log_events: usize,
     /// The bytes those events pin, about.
     pub log_bytes: usize,
+    /// The bytes of the whole lists kept for the current version.
+    pub list_bytes: usize,
 }
 
 /// What a logged event pins, about: its state's JSON body, the JSON watch
@@ -141,7 +149,20 @@ impl Store {
             }),
             live: broadcast::channel(live_capacity.max(1)).0,
             pins: Mutex::new(VecDeque::new()),
+            lists: Mutex::new(EncodedLists::default()),
         }
+    }
+
+    /// The whole list `key` at the current version, made once and shared
+    /// (see [`crate::lists`]): its chunks if made, else the first caller
+    /// makes them (from a snapshot taken then, so at this version or a
+    /// newer one) and the others wait.
+    pub fn shared_list(&self, key: ListKey) -> SharedList {
+        // Under the state's lock, as commits drop the lists: a list found
+        // here is of the version current now, or is being made from a
+        // snapshot not older.
+        let _st = self.state.read();
+        self.lists.lock().get_or_add(key)
     }
 
     /// Keeps `objects`, the scope `prefix` at `rv` a paged list was read
@@ -181,6 +202,7 @@ impl Store {
             return;
         }
         let mut st = self.state.write();
+        let stale_lists = self.lists.lock().clear();
         for change in changes {
             let rv = change.object.rv;
             let prev = match change.event_type {
@@ -208,6 +230,9 @@ impl Store {
             // subscriber never misses or duplicates an event (see `subscribe`).
             let _ = self.live.send(event);
         }
+        // Freed outside the lock (a LIST still sending one keeps its own).
+        drop(st);
+        drop(stale_lists);
     }
 
     /// The objects and the newest logged events — at most `max_events`, and
@@ -243,6 +268,7 @@ impl Store {
     /// Fills a new store with a snapshot's state (before anyone reads it).
     pub(super) fn restore(&self, export: StoreExport) {
         let mut st = self.state.write();
+        let _stale = self.lists.lock().clear();
         st.objects = export.objects.into_iter().map(Keyed).collect();
         st.log_bytes = export.log.iter().map(|e| weight(e)).sum();
         st.log = export.log.into();
@@ -325,6 +351,7 @@ impl Store {
             objects: st.objects.len(),
             log_events: st.log.len(),
             log_bytes: st.log_bytes,
+            list_bytes: self.lists.lock().bytes(),
         }
     }
 }
