@@ -18,7 +18,7 @@ use crate::http::{
     framed::{Items, Join},
     Framed,
 };
-use sitegrid_cache::{json as json_wire, Cache, Packed, Served, View, Wire};
+use sitegrid_cache::{json as json_wire, lists::ListKey, Cache, Packed, Served, View, Wire};
 
 /// How long a list for a not-yet-reached resourceVersion waits (as kube-apiserver's cache does).
 pub const RV_WAIT: Duration = Duration::from_secs(3);
@@ -64,6 +64,71 @@ impl PageMeta {
             self.remaining.map(|n| n as i64),
         )
     }
+}
+
+/// Answers a LIST. A whole list (no page limit, from the newest state) in
+/// JSON or protobuf is made once per version of its kind and its chunks
+/// shared by every LIST asking the same at that version
+/// ([`sitegrid_cache::lists`]); any other is computed and rendered for its
+/// request.
+pub async fn respond(
+    cache: &Cache,
+    req: &CachedRequest,
+    list: &ListRequest,
+) -> Result<Framed, Status> {
+    let Some(key) = shared_key(req, list) else {
+        return render(cache, req, self::list(cache, req, list).await?);
+    };
+    // Waited for before the list is looked up, so that the one found is
+    // of a version at least as new.
+    if let ListFrom::NotOlderThan(rv) = list.from {
+        reach(cache, req, rv).await?;
+    }
+    let shared = cache.store(req.served.kind).shared_list(key);
+    let mut made_here = false;
+    let chunks = shared
+        .get_or_try_init(|| async {
+            made_here = true;
+            render(cache, req, self::list(cache, req, list).await?)?
+                .make()
+                .await
+                .ok_or_else(|| Status::internal_error("a list item could not be written"))
+        })
+        .await?;
+    cache.metrics().list_answered(req.served.kind, !made_here);
+    Ok(Framed::made(chunks.clone()))
+}
+
+/// What identifies `list`'s bytes when they can be shared: a whole list of
+/// the newest state in a wire format the cache encodes (a Table or
+/// metadata-only list is made for its request).
+fn shared_key(req: &CachedRequest, list: &ListRequest) -> Option<ListKey> {
+    let wire = match req.format {
+        Format::Json => Wire::Json,
+        Format::Protobuf => Wire::Protobuf,
+        _ => return None,
+    };
+    if list.limit != 0 || !matches!(list.from, ListFrom::Latest | ListFrom::NotOlderThan(_)) {
+        return None;
+    }
+    let (label, field) = list.filter.raw_selectors();
+    Some(ListKey {
+        served: req.served,
+        wire,
+        prefix: req.key_prefix(),
+        label_selector: label.to_owned(),
+        field_selector: field.to_owned(),
+    })
+}
+
+/// Waits (up to [`RV_WAIT`]) until the cache has reached `rv`; 504 with
+/// kube-apiserver's "Too large resource version" otherwise.
+async fn reach(cache: &Cache, req: &CachedRequest, rv: u64) -> Result<(), Status> {
+    if rv > cache.current_rv() && !cache.wait_for_rv(rv, RV_WAIT).await {
+        let last = cache.store(req.served.kind).last_rv();
+        return Err(Status::too_large_resource_version(rv, last));
+    }
+    Ok(())
 }
 
 /// Computes a list page.
@@ -182,9 +247,7 @@ async fn snapshot(
         }
         ListFrom::NotOlderThan(rv) | ListFrom::Exact(rv) => {
             let rv = *rv;
-            if rv > cache.current_rv() && !cache.wait_for_rv(rv, RV_WAIT).await {
-                return Err(Status::too_large_resource_version(rv, store.last_rv()));
-            }
+            reach(cache, req, rv).await?;
             if !matches!(from, ListFrom::Exact(_)) {
                 let (objects, rv) = store.snapshot(prefix);
                 return Ok((Objects::Read(objects), rv, String::new()));

@@ -69,11 +69,9 @@ pub async fn handle(
                 closing.clone(),
             ))
         }
-        Verb::List(list) => match list::list(cache, &req, list).await {
-            Ok(page) => list::render(cache, &req, page),
-            Err(s) => Err(s),
-        }
-        .and_then(|body| body_response(body, format, pretty)),
+        Verb::List(list) => list::respond(cache, &req, list)
+            .await
+            .and_then(|body| body_response(body, format, pretty)),
         Verb::Get { name } => get::get(cache, &req, name)
             .and_then(|body| body_response(Framed::whole(body), format, pretty)),
     };

@@ -19,6 +19,7 @@ use std::{
 use bytes::{BufMut, Bytes, BytesMut};
 use http_body::{Frame, SizeHint};
 use sitegrid_apimachinery::protobuf;
+use sitegrid_cache::lists::ListChunks;
 
 use super::Body;
 
@@ -83,55 +84,85 @@ impl Join {
     }
 }
 
-/// A whole response body: `head`, the items joined by `join`, `tail`.
+/// A whole response body: `head`, the items joined by `join`, `tail`; or
+/// a list already made into its chunks ([`Framed::made`]).
 #[derive(Clone)]
-pub struct Framed {
-    head: Bytes,
-    items: Arc<dyn Items>,
-    tail: Bytes,
-    join: Join,
+pub struct Framed(Shape);
+
+#[derive(Clone)]
+enum Shape {
+    List {
+        head: Bytes,
+        items: Arc<dyn Items>,
+        tail: Bytes,
+        join: Join,
+    },
+    Made(ListChunks),
 }
 
 impl fmt::Debug for Framed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Framed")
-            .field("head", &self.head.len())
-            .field("items", &self.items.count())
-            .field("tail", &self.tail.len())
-            .field("join", &self.join)
-            .finish()
+        match &self.0 {
+            Shape::List {
+                head,
+                items,
+                tail,
+                join,
+            } => f
+                .debug_struct("Framed")
+                .field("head", &head.len())
+                .field("items", &items.count())
+                .field("tail", &tail.len())
+                .field("join", join)
+                .finish(),
+            Shape::Made(chunks) => f.debug_tuple("Framed").field(&chunks.len()).finish(),
+        }
     }
 }
 
 impl Framed {
     /// A list body.
     pub fn new(head: Bytes, items: impl Items + 'static, tail: Bytes, join: Join) -> Framed {
-        Framed {
+        Framed(Shape::List {
             head,
             items: Arc::new(items),
             tail,
             join,
-        }
+        })
     }
 
     /// A body that is one buffer already (every GET's answer: its empty
     /// item list is one shared by all, not allocated per answer).
     pub fn whole(bytes: Bytes) -> Framed {
         static NO_ITEMS: LazyLock<Arc<dyn Items>> = LazyLock::new(|| Arc::new(Vec::<Bytes>::new()));
-        Framed {
+        Framed(Shape::List {
             head: bytes,
             items: NO_ITEMS.clone(),
             tail: Bytes::new(),
             join: Join::Comma,
-        }
+        })
+    }
+
+    /// A body made already, in the chunks [`Framed::make`] gave: sent as
+    /// they are, shared with every other response sending them.
+    pub fn made(chunks: ListChunks) -> Framed {
+        Framed(Shape::Made(chunks))
     }
 
     /// The body's length in bytes.
     pub fn len(&self) -> usize {
-        let items: usize = (0..self.items.count())
-            .map(|i| self.join.len(i, self.items.len(i)))
-            .sum();
-        self.head.len() + items + self.tail.len()
+        match &self.0 {
+            Shape::List {
+                head,
+                items,
+                tail,
+                join,
+            } => {
+                let items: usize = (0..items.count()).map(|i| join.len(i, items.len(i))).sum();
+                head.len() + items + tail.len()
+            }
+            Shape::Made(chunks) => chunks.iter().map(Bytes::len).sum(),
+        }
     }
 
     /// Whether the body has no bytes.
@@ -142,26 +173,47 @@ impl Framed {
     /// The body in one buffer (to re-indent it, or to test it); `None` if
     /// an item can no longer be made.
     pub fn into_bytes(self) -> Option<Bytes> {
-        if self.items.count() == 0 && self.tail.is_empty() {
-            return Some(self.head);
+        let len = self.len();
+        let (head, items, tail, join) = match self.0 {
+            Shape::List {
+                head,
+                items,
+                tail,
+                join,
+            } => (head, items, tail, join),
+            Shape::Made(chunks) if chunks.len() == 1 => return Some(chunks[0].clone()),
+            Shape::Made(chunks) => {
+                let mut out = BytesMut::with_capacity(len);
+                chunks.iter().for_each(|c| out.put_slice(c));
+                return Some(out.freeze());
+            }
+        };
+        if items.count() == 0 && tail.is_empty() {
+            return Some(head);
         }
-        let mut out = BytesMut::with_capacity(self.len());
-        out.put_slice(&self.head);
-        for i in 0..self.items.count() {
-            if !self.put_item(i, &mut out) {
+        let mut out = BytesMut::with_capacity(len);
+        out.put_slice(&head);
+        for i in 0..items.count() {
+            if !put_item(&*items, join, i, &mut out) {
                 return None;
             }
         }
-        out.put_slice(&self.tail);
+        out.put_slice(&tail);
         Some(out.freeze())
     }
 
-    /// Appends item `i` with what joins it; whether it was made whole.
-    fn put_item(&self, i: usize, out: &mut BytesMut) -> bool {
-        let len = self.items.len(i);
-        self.join.put_before(i, len, out);
-        let start = out.len();
-        self.items.write(i, out) && out.len() - start == len
+    /// The body made into the chunks it is sent in, to be sent by many
+    /// responses ([`Framed::made`]); `None` if an item can no longer be
+    /// made. Other tasks run between chunks: a large list is made in
+    /// pieces, as it is sent.
+    pub async fn make(self) -> Option<ListChunks> {
+        let mut chunks = Vec::new();
+        let mut body = self.into_chunks();
+        while let Some(frame) = http_body_util::BodyExt::frame(&mut body).await {
+            chunks.push(frame.ok()?.into_data().ok()?);
+            tokio::task::yield_now().await;
+        }
+        Some(chunks.into())
     }
 
     /// The body to send: chunks made as the connection asks for them, with
@@ -169,14 +221,26 @@ impl Framed {
     /// that can no longer be made fails the body there, so the client sees
     /// a response cut short rather than a well-formed one without it.
     pub fn into_body(self) -> Body {
+        Body::new(self.into_chunks())
+    }
+
+    fn into_chunks(self) -> Chunks {
         let remaining = self.len() as u64;
-        Body::new(Chunks {
+        Chunks {
             framed: self,
             next: 0,
             head_sent: false,
             remaining,
-        })
+        }
     }
+}
+
+/// Appends item `i` of `items` with what joins it; whether it was made whole.
+fn put_item(items: &dyn Items, join: Join, i: usize, out: &mut BytesMut) -> bool {
+    let len = items.len(i);
+    join.put_before(i, len, out);
+    let start = out.len();
+    items.write(i, out) && out.len() - start == len
 }
 
 /// [`Framed`] being written.
@@ -201,32 +265,46 @@ impl http_body::Body for Chunks {
         if this.remaining == 0 {
             return Poll::Ready(None);
         }
-        let f = &this.framed;
-        let count = f.items.count();
+        let (head, items, tail, join) = match &this.framed.0 {
+            Shape::List {
+                head,
+                items,
+                tail,
+                join,
+            } => (head, &**items, tail, *join),
+            // A chunk made already goes as it is.
+            Shape::Made(chunks) => {
+                let chunk = chunks[this.next].clone();
+                this.next += 1;
+                this.remaining = this.remaining.saturating_sub(chunk.len() as u64);
+                return Poll::Ready(Some(Ok(Frame::data(chunk))));
+            }
+        };
+        let count = items.count();
         // The head alone when nothing follows it (a body that was one
         // buffer), so it is sent without a copy.
-        if !this.head_sent && count == 0 && f.tail.is_empty() {
+        if !this.head_sent && count == 0 && tail.is_empty() {
             this.head_sent = true;
             this.remaining = 0;
-            return Poll::Ready(Some(Ok(Frame::data(f.head.clone()))));
+            return Poll::Ready(Some(Ok(Frame::data(head.clone()))));
         }
         // The chunk's items measured first, so that it is allocated once.
-        let mut size = if this.head_sent { 0 } else { f.head.len() };
+        let mut size = if this.head_sent { 0 } else { head.len() };
         let mut end = this.next;
         while end < count && size < CHUNK {
-            size += f.join.len(end, f.items.len(end));
+            size += join.len(end, items.len(end));
             end += 1;
         }
         if end == count {
-            size += f.tail.len();
+            size += tail.len();
         }
         let mut out = BytesMut::with_capacity(size);
         if !this.head_sent {
-            out.put_slice(&f.head);
+            out.put_slice(head);
             this.head_sent = true;
         }
         while this.next < end {
-            if !f.put_item(this.next, &mut out) {
+            if !put_item(items, join, this.next, &mut out) {
                 let failed = this.next;
                 this.remaining = 0;
                 tracing::error!(
@@ -240,7 +318,7 @@ impl http_body::Body for Chunks {
             this.next += 1;
         }
         if this.next == count {
-            out.put_slice(&f.tail);
+            out.put_slice(tail);
         }
         this.remaining = this.remaining.saturating_sub(out.len() as u64);
         Poll::Ready(Some(Ok(Frame::data(out.freeze()))))

@@ -1,6 +1,7 @@
 //! LIST and GET of the cached kinds, as kube-proxy, client-go and kubectl use them.
 
 use crate::common::*;
+use bytes::Bytes;
 use http_body_util::BodyExt;
 use kube::runtime::watcher::Event as W;
 use serde_json::{json, Value};
@@ -598,4 +599,101 @@ async fn services_are_selected_by_cluster_ip_and_type_as_kube_proxy_asks() {
     // A field Services do not have is refused, as kube-apiserver does.
     let (code, refused) = get_json(&app, "/api/v1/services?fieldSelector=spec.nodeName%3Dx").await;
     assert_eq!(code, 400, "{refused}");
+}
+
+/// A counter of the cache's metrics as `/metrics` shows it.
+fn cache_metric(cache: &sitegrid_cache::Cache, series: &str) -> u64 {
+    let mut registry = prometheus_client::registry::Registry::with_prefix("sitegrid_proxy");
+    cache.register_metrics(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+}
+
+/// The body of a LIST as it was sent.
+async fn list_bytes(
+    app: &sitegrid_proxy::gateway::Gateway,
+    uri: &str,
+    accept: Option<&str>,
+) -> Bytes {
+    let resp = call(app, uri, accept).await;
+    assert_eq!(resp.status(), 200, "{uri}");
+    resp.into_body().collect().await.unwrap().to_bytes()
+}
+
+#[tokio::test]
+async fn lists_asked_together_are_made_once_and_none_outlives_its_version() {
+    let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache.clone(), HandlerSettings::default());
+    let made = r#"sitegrid_proxy_lists_encoded_total{resource="endpoints"}"#;
+    let shared = r#"sitegrid_proxy_lists_shared_total{resource="endpoints"}"#;
+    // Twenty clients relisting at once, as a site's kube-proxies do when
+    // their proxy restarts: one list made, every client the same bytes.
+    let lists = futures::future::join_all((0..20).map(|_| {
+        let app = app.clone();
+        async move { list_bytes(&app, "/api/v1/endpoints?resourceVersion=0", None).await }
+    }))
+    .await;
+    assert!(lists.iter().all(|l| *l == lists[0]));
+    assert_eq!(names(&serde_json::from_slice(&lists[0]).unwrap()).len(), 5);
+    assert_eq!(
+        (cache_metric(&cache, made), cache_metric(&cache, shared)),
+        (1, 19)
+    );
+    // Another question is another list: protobuf, a namespace, a selector.
+    for (uri, accept) in [
+        (
+            "/api/v1/endpoints",
+            Some("application/vnd.kubernetes.protobuf"),
+        ),
+        ("/api/v1/namespaces/default/endpoints", None),
+        ("/api/v1/endpoints?labelSelector=app%3Dnone", None),
+    ] {
+        let body = list_bytes(&app, uri, accept).await;
+        assert_ne!(body, lists[0], "{uri} {accept:?}");
+    }
+    assert_eq!(cache_metric(&cache, made), 4);
+    // A change: the next list shows it, at its version.
+    p.handle(
+        ResourceKind::Endpoints,
+        W::Apply(endpoints("default", "new", &[("10.0.3.1", "bj-1")], 41)),
+    );
+    let rv = cache.store(ResourceKind::Endpoints).last_rv().to_string();
+    let sent = list_bytes(&app, "/api/v1/endpoints", None).await;
+    let now: Value = serde_json::from_slice(&sent).unwrap();
+    assert_eq!(now["metadata"]["resourceVersion"], rv);
+    assert!(names(&now).contains(&"new".to_owned()));
+    assert_eq!(cache_metric(&cache, made), 5);
+    assert_eq!(
+        cache_metric(
+            &cache,
+            r#"sitegrid_proxy_cache_list_bytes{resource="endpoints"}"#
+        ),
+        sent.len() as u64,
+        "only the list of the new version is kept"
+    );
+}
+
+#[tokio::test]
+async fn a_list_not_older_than_a_coming_version_waits_for_it_past_the_kept_one() {
+    let (cache, mut p) = two_sites("bj-1", CacheConfig::default());
+    let app = app(cache.clone(), HandlerSettings::default());
+    let (_, before) = get_json(&app, "/api/v1/endpoints").await;
+    assert!(!names(&before).contains(&"new".to_owned()));
+    let next = cache.current_rv() + 1;
+    let waiting = tokio::spawn({
+        let app = app.clone();
+        async move { get_json(&app, &format!("/api/v1/endpoints?resourceVersion={next}")).await }
+    });
+    tokio::task::yield_now().await;
+    p.handle(
+        ResourceKind::Endpoints,
+        W::Apply(endpoints("default", "new", &[("10.0.3.1", "bj-1")], 41)),
+    );
+    let (code, after) = waiting.await.unwrap();
+    assert_eq!(code, 200);
+    assert_eq!(after["metadata"]["resourceVersion"], next.to_string());
+    assert!(names(&after).contains(&"new".to_owned()));
 }
