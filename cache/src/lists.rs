@@ -5,16 +5,20 @@
 //! the same question (kind and version, scope, selectors, wire format)
 //! between two commits of its kind. Clients ask it together: the
 //! kube-proxies and node proxies of a site relist at once when their proxy
-//! restarts or their link comes back, every informer starts with one. Each
-//! such list is encoded once, by the first LIST to ask; the LISTs asking
-//! while it is being made wait for it, the later ones take it as it is, and
-//! all send the same chunks. A commit drops them under the lock that moves
-//! the kind's version, so a list is never sent for a version it does not
-//! show, and a changing kind holds none for long.
+//! restarts or their link comes back, every informer starts with one. The
+//! first LIST of a question at a version is sent as it is made, a chunk at
+//! a time (most LISTs after a change are the only one of their version);
+//! the second makes it whole and keeps it, the LISTs asking meanwhile wait
+//! for it, the later ones take it as it is, and all send the same chunks. A
+//! commit drops them under the lock that moves the kind's version, so a
+//! list is never sent for a version it does not show, and a changing kind
+//! holds none for long.
 //!
 //! What it costs is the lists themselves, held until the next commit: at
-//! most [`MAX_LISTS`] per kind and about [`MAX_BYTES`] of them (the list
-//! that crosses it is sent, not kept).
+//! most [`MAX_LISTS`] questions per kind and about [`MAX_BYTES`] of lists
+//! (past either, a question is not noted, and its LISTs are each sent as
+//! they are made); and the second LIST of a question, which sends its list
+//! only once it is made whole.
 
 use std::sync::Arc;
 
@@ -57,18 +61,17 @@ pub(crate) struct EncodedLists {
 }
 
 impl EncodedLists {
-    /// The list for `key`, kept for the LISTs after this one when there is
-    /// room; a list of its own (made for this LIST and those waiting with
-    /// it, then dropped) when there is not.
-    pub(crate) fn get_or_add(&mut self, key: ListKey) -> SharedList {
+    /// The list for `key` from the second time it is asked at this
+    /// version; `None` the first time (noted when there is room: without
+    /// it, every time).
+    pub(crate) fn get_or_add(&mut self, key: ListKey) -> Option<SharedList> {
         if let Some((_, list)) = self.lists.iter().find(|(k, _)| *k == key) {
-            return list.clone();
+            return Some(list.clone());
         }
-        let list = SharedList::default();
         if self.lists.len() < MAX_LISTS && self.bytes() < MAX_BYTES {
-            self.lists.push((key, list.clone()));
+            self.lists.push((key, SharedList::default()));
         }
-        list
+        None
     }
 
     /// The bytes of the lists made so far.
@@ -106,39 +109,48 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_same_list_is_shared_and_another_is_not() {
-        let mut lists = EncodedLists::default();
-        let a = lists.get_or_add(key("a"));
-        assert!(Arc::ptr_eq(&a, &lists.get_or_add(key("a"))));
-        assert!(!Arc::ptr_eq(&a, &lists.get_or_add(key("b"))));
+    /// The list shared from the second time `key` is asked.
+    fn shared(lists: &mut EncodedLists, key: ListKey) -> SharedList {
+        lists.get_or_add(key.clone());
+        lists.get_or_add(key).expect("asked twice")
     }
 
     #[test]
-    fn past_the_bytes_a_kind_keeps_a_list_is_made_for_its_lists_alone() {
+    fn a_list_is_shared_from_the_second_time_it_is_asked() {
         let mut lists = EncodedLists::default();
-        let big = lists.get_or_add(key("big"));
+        assert!(
+            lists.get_or_add(key("a")).is_none(),
+            "the first is made for its own LIST"
+        );
+        let a = lists.get_or_add(key("a")).unwrap();
+        assert!(Arc::ptr_eq(&a, &lists.get_or_add(key("a")).unwrap()));
+        assert!(lists.get_or_add(key("b")).is_none());
+        assert!(!Arc::ptr_eq(&a, &lists.get_or_add(key("b")).unwrap()));
+    }
+
+    #[test]
+    fn past_the_bytes_a_kind_keeps_a_list_is_sent_as_it_is_made() {
+        let mut lists = EncodedLists::default();
+        let big = shared(&mut lists, key("big"));
         big.set(vec![Bytes::from(vec![b' '; MAX_BYTES])].into())
             .unwrap();
-        let next = lists.get_or_add(key("next"));
-        assert!(
-            !Arc::ptr_eq(&next, &lists.get_or_add(key("next"))),
-            "not kept: the next LIST makes its own"
-        );
+        assert!(lists.get_or_add(key("next")).is_none());
+        assert!(lists.get_or_add(key("next")).is_none(), "not noted");
         lists.clear();
         assert_eq!(lists.bytes(), 0);
-        let again = lists.get_or_add(key("next"));
-        assert!(Arc::ptr_eq(&again, &lists.get_or_add(key("next"))));
+        let again = shared(&mut lists, key("next"));
+        assert!(Arc::ptr_eq(&again, &lists.get_or_add(key("next")).unwrap()));
     }
 
     #[test]
-    fn no_more_than_max_lists_are_kept() {
+    fn no_more_than_max_lists_are_noted() {
         let mut lists = EncodedLists::default();
         for i in 0..MAX_LISTS {
             lists.get_or_add(key(&i.to_string()));
         }
-        let extra = lists.get_or_add(key("extra"));
-        assert!(!Arc::ptr_eq(&extra, &lists.get_or_add(key("extra"))));
+        assert!(lists.get_or_add(key("extra")).is_none());
+        assert!(lists.get_or_add(key("extra")).is_none());
+        assert!(lists.get_or_add(key("0")).is_some());
         assert_eq!(lists.lists.len(), MAX_LISTS);
     }
 }

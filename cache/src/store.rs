@@ -154,10 +154,11 @@ impl Store {
     }
 
     /// The whole list `key` at the current version, made once and shared
-    /// (see [`crate::lists`]): its chunks if made, else the first caller
-    /// makes them (from a snapshot taken then, so at this version or a
-    /// newer one) and the others wait.
-    pub fn shared_list(&self, key: ListKey) -> SharedList {
+    /// from the second time it is asked (see [`crate::lists`]): its chunks
+    /// if made, else the first caller makes them (from a snapshot taken
+    /// then, so at this version or a newer one) and the others wait;
+    /// `None` the first time.
+    pub fn shared_list(&self, key: ListKey) -> Option<SharedList> {
         // Under the state's lock, as commits drop the lists: a list found
         // here is of the version current now, or is being made from a
         // snapshot not older.

@@ -67,10 +67,10 @@ impl PageMeta {
 }
 
 /// Answers a LIST. A whole list (no page limit, from the newest state) in
-/// JSON or protobuf is made once per version of its kind and its chunks
-/// shared by every LIST asking the same at that version
-/// ([`sitegrid_cache::lists`]); any other is computed and rendered for its
-/// request.
+/// JSON or protobuf asked more than once at a version of its kind is made
+/// once and its chunks shared by every LIST asking the same at that version
+/// ([`sitegrid_cache::lists`]); any other, and the first, is computed and
+/// sent as it is made.
 pub async fn respond(
     cache: &Cache,
     req: &CachedRequest,
@@ -84,7 +84,10 @@ pub async fn respond(
     if let ListFrom::NotOlderThan(rv) = list.from {
         reach(cache, req, rv).await?;
     }
-    let shared = cache.store(req.served.kind).shared_list(key);
+    let Some(shared) = cache.store(req.served.kind).shared_list(key) else {
+        cache.metrics().list_answered(req.served.kind, false);
+        return render(cache, req, self::list(cache, req, list).await?);
+    };
     let mut made_here = false;
     let chunks = shared
         .get_or_try_init(|| async {
