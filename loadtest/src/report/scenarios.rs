@@ -364,8 +364,17 @@ fn median(values: &mut [u64]) -> u64 {
     values.get(values.len() / 2).copied().unwrap_or(0)
 }
 
+/// A label selector every EndpointSlice matches, different for each `i`:
+/// each LIST asks a question the proxy has not answered at this version, so
+/// it is made for it rather than sent as another LIST made it.
+fn new_question(i: usize) -> String {
+    format!("{SLICES}?labelSelector=sitegrid-loadtest-question%21%3D{i}")
+}
+
 /// LIST latency of EndpointSlices at each scale, `n` sequential requests
-/// per target after 10 unmeasured ones.
+/// per row after 10 unmeasured ones: direct, through the proxy, and through
+/// the proxy with each LIST a question of its own ([`new_question`]: what
+/// the first LIST after a change costs).
 pub async fn lists(env: &Env, scales: &[Scale], n: usize) -> Result<Vec<ListRow>> {
     let mut rows = Vec::new();
     for &scale in scales {
@@ -375,20 +384,40 @@ pub async fn lists(env: &Env, scales: &[Scale], n: usize) -> Result<Vec<ListRow>
         let p = ProxyProcess::spawn(env, up.addr(), &format!("LIST {}", scale.name()))?;
         p.wait_served().await?;
         let http = client();
-        for (target, addr) in [(Target::Direct, up.addr()), (Target::Proxy, p.addr)] {
-            env.progress
-                .show(&format!("LIST {}: {} × {}", scale.name(), n, target.name()));
+        // Each row: the target, and whether each LIST asks a new question.
+        let asked = [
+            (Target::Direct, up.addr(), false),
+            (Target::Proxy, p.addr, false),
+            (Target::Proxy, p.addr, true),
+        ];
+        for (target, addr, new) in asked {
+            let shown = if new {
+                "…?labelSelector=sitegrid-loadtest-question!=N (a new one each time)"
+            } else {
+                SLICES
+            };
+            env.progress.show(&format!(
+                "LIST {}: {} × {} {shown}",
+                scale.name(),
+                n,
+                target.name()
+            ));
             let mut h = histogram();
             let mut bytes = 0;
             for i in 0..n + 10 {
                 let t = Instant::now();
-                let req = hyper::Request::get(format!("http://{addr}{SLICES}"))
+                let path = if new {
+                    new_question(i)
+                } else {
+                    SLICES.to_owned()
+                };
+                let req = hyper::Request::get(format!("http://{addr}{path}"))
                     .body(Empty::<Bytes>::new())?;
                 let resp = http.request(req).await?;
                 let status = resp.status();
                 let body = resp.into_body().collect().await?.to_bytes();
                 if status != 200 {
-                    anyhow::bail!("LIST {SLICES} on {}: {status}", target.name());
+                    anyhow::bail!("LIST {path} on {}: {status}", target.name());
                 }
                 bytes = body.len();
                 if i >= 10 {
@@ -397,7 +426,7 @@ pub async fn lists(env: &Env, scales: &[Scale], n: usize) -> Result<Vec<ListRow>
             }
             rows.push(ListRow {
                 scale: scale.name().into(),
-                path: SLICES.into(),
+                path: shown.into(),
                 target,
                 bytes,
                 latency: Percentiles::of(&h),
