@@ -91,29 +91,60 @@ pub struct Framed(Shape);
 
 #[derive(Clone)]
 enum Shape {
-    List {
-        head: Bytes,
-        items: Arc<dyn Items>,
-        tail: Bytes,
-        join: Join,
-    },
+    List(List),
     Made(ListChunks),
+}
+
+/// `head`, the items joined by `join`, `tail`.
+#[derive(Clone)]
+struct List {
+    head: Bytes,
+    items: Arc<dyn Items>,
+    tail: Bytes,
+    join: Join,
+}
+
+impl List {
+    fn len(&self) -> usize {
+        let items: usize = (0..self.items.count())
+            .map(|i| self.join.len(i, self.items.len(i)))
+            .sum();
+        self.head.len() + items + self.tail.len()
+    }
+
+    fn into_bytes(self) -> Option<Bytes> {
+        if self.items.count() == 0 && self.tail.is_empty() {
+            return Some(self.head);
+        }
+        let mut out = BytesMut::with_capacity(self.len());
+        out.put_slice(&self.head);
+        for i in 0..self.items.count() {
+            if !self.put_item(i, &mut out) {
+                return None;
+            }
+        }
+        out.put_slice(&self.tail);
+        Some(out.freeze())
+    }
+
+    /// Appends item `i` with what joins it; whether it was made whole.
+    fn put_item(&self, i: usize, out: &mut BytesMut) -> bool {
+        let len = self.items.len(i);
+        self.join.put_before(i, len, out);
+        let start = out.len();
+        self.items.write(i, out) && out.len() - start == len
+    }
 }
 
 impl fmt::Debug for Framed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
-            Shape::List {
-                head,
-                items,
-                tail,
-                join,
-            } => f
+            Shape::List(list) => f
                 .debug_struct("Framed")
-                .field("head", &head.len())
-                .field("items", &items.count())
-                .field("tail", &tail.len())
-                .field("join", join)
+                .field("head", &list.head.len())
+                .field("items", &list.items.count())
+                .field("tail", &list.tail.len())
+                .field("join", &list.join)
                 .finish(),
             Shape::Made(chunks) => f.debug_tuple("Framed").field(&chunks.len()).finish(),
         }
@@ -123,24 +154,24 @@ impl fmt::Debug for Framed {
 impl Framed {
     /// A list body.
     pub fn new(head: Bytes, items: impl Items + 'static, tail: Bytes, join: Join) -> Framed {
-        Framed(Shape::List {
+        Framed(Shape::List(List {
             head,
             items: Arc::new(items),
             tail,
             join,
-        })
+        }))
     }
 
     /// A body that is one buffer already (every GET's answer: its empty
     /// item list is one shared by all, not allocated per answer).
     pub fn whole(bytes: Bytes) -> Framed {
         static NO_ITEMS: LazyLock<Arc<dyn Items>> = LazyLock::new(|| Arc::new(Vec::<Bytes>::new()));
-        Framed(Shape::List {
+        Framed(Shape::List(List {
             head: bytes,
             items: NO_ITEMS.clone(),
             tail: Bytes::new(),
             join: Join::Comma,
-        })
+        }))
     }
 
     /// A body made already, in the chunks [`Framed::make`] gave: sent as
@@ -152,15 +183,7 @@ impl Framed {
     /// The body's length in bytes.
     pub fn len(&self) -> usize {
         match &self.0 {
-            Shape::List {
-                head,
-                items,
-                tail,
-                join,
-            } => {
-                let items: usize = (0..items.count()).map(|i| join.len(i, items.len(i))).sum();
-                head.len() + items + tail.len()
-            }
+            Shape::List(list) => list.len(),
             Shape::Made(chunks) => chunks.iter().map(Bytes::len).sum(),
         }
     }
@@ -173,33 +196,11 @@ impl Framed {
     /// The body in one buffer (to re-indent it, or to test it); `None` if
     /// an item can no longer be made.
     pub fn into_bytes(self) -> Option<Bytes> {
-        let len = self.len();
-        let (head, items, tail, join) = match self.0 {
-            Shape::List {
-                head,
-                items,
-                tail,
-                join,
-            } => (head, items, tail, join),
-            Shape::Made(chunks) if chunks.len() == 1 => return Some(chunks[0].clone()),
-            Shape::Made(chunks) => {
-                let mut out = BytesMut::with_capacity(len);
-                chunks.iter().for_each(|c| out.put_slice(c));
-                return Some(out.freeze());
-            }
-        };
-        if items.count() == 0 && tail.is_empty() {
-            return Some(head);
+        match self.0 {
+            Shape::List(list) => list.into_bytes(),
+            Shape::Made(chunks) if chunks.len() == 1 => Some(chunks[0].clone()),
+            Shape::Made(chunks) => Some(chunks.concat().into()),
         }
-        let mut out = BytesMut::with_capacity(len);
-        out.put_slice(&head);
-        for i in 0..items.count() {
-            if !put_item(&*items, join, i, &mut out) {
-                return None;
-            }
-        }
-        out.put_slice(&tail);
-        Some(out.freeze())
     }
 
     /// The body made into the chunks it is sent in, to be sent by many
@@ -235,14 +236,6 @@ impl Framed {
     }
 }
 
-/// Appends item `i` of `items` with what joins it; whether it was made whole.
-fn put_item(items: &dyn Items, join: Join, i: usize, out: &mut BytesMut) -> bool {
-    let len = items.len(i);
-    join.put_before(i, len, out);
-    let start = out.len();
-    items.write(i, out) && out.len() - start == len
-}
-
 /// [`Framed`] being written.
 struct Chunks {
     framed: Framed,
@@ -265,13 +258,8 @@ impl http_body::Body for Chunks {
         if this.remaining == 0 {
             return Poll::Ready(None);
         }
-        let (head, items, tail, join) = match &this.framed.0 {
-            Shape::List {
-                head,
-                items,
-                tail,
-                join,
-            } => (head, &**items, tail, *join),
+        let list = match &this.framed.0 {
+            Shape::List(list) => list,
             // A chunk made already goes as it is.
             Shape::Made(chunks) => {
                 let chunk = chunks[this.next].clone();
@@ -280,6 +268,7 @@ impl http_body::Body for Chunks {
                 return Poll::Ready(Some(Ok(Frame::data(chunk))));
             }
         };
+        let (head, items, tail, join) = (&list.head, &list.items, &list.tail, list.join);
         let count = items.count();
         // The head alone when nothing follows it (a body that was one
         // buffer), so it is sent without a copy.
@@ -304,7 +293,7 @@ impl http_body::Body for Chunks {
             this.head_sent = true;
         }
         while this.next < end {
-            if !put_item(items, join, this.next, &mut out) {
+            if !list.put_item(this.next, &mut out) {
                 let failed = this.next;
                 this.remaining = 0;
                 tracing::error!(
@@ -423,6 +412,34 @@ mod tests {
         assert!(
             sent <= 1 + 2000 * 700 + 1999,
             "nothing of the broken item or after it is sent (the head, 2,000 items and their commas at most): {sent} bytes"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_list_made_once_is_sent_whole_by_every_body_made_from_it() {
+        let framed = Framed::new(
+            Bytes::from_static(b"{\"items\":["),
+            items(300, 700),
+            Bytes::from_static(b"]}\n"),
+            Join::Comma,
+        );
+        let whole = framed.clone().into_bytes().unwrap();
+        let chunks = framed.make().await.unwrap();
+        assert!(chunks.len() > 1, "made in chunks: {}", chunks.len());
+        for _ in 0..2 {
+            let made = Framed::made(chunks.clone());
+            assert_eq!(made.len(), whole.len());
+            assert_eq!(made.clone().into_bytes().unwrap(), whole);
+            let (sent_chunks, body, announced) = sent(made).await;
+            assert_eq!((body, announced), (whole.clone(), Some(whole.len() as u64)));
+            assert_eq!(sent_chunks.len(), chunks.len(), "sent as they were made");
+        }
+        assert!(
+            Framed::new(Bytes::new(), Broken(1), Bytes::new(), Join::Comma)
+                .make()
+                .await
+                .is_none(),
+            "a list with an item that cannot be made is not made"
         );
     }
 
