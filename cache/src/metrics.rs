@@ -137,11 +137,11 @@ const COUNTED: [(&str, &str); 8] = [
     ),
     (
         "lists_encoded",
-        "Whole LISTs (no page limit) encoded from the cache's objects, by resource",
+        "Whole LISTs in JSON or protobuf (no page limit, the newest state) made from the cache's objects for their own request, or made once to be shared (see lists_shared), by resource",
     ),
     (
         "lists_shared",
-        "Whole LISTs answered with the bytes another LIST of the same version encoded, by resource",
+        "Whole LISTs answered with the bytes another LIST of the same question and version made, by resource",
     ),
 ];
 

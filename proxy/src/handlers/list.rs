@@ -76,8 +76,10 @@ pub async fn respond(
     req: &CachedRequest,
     list: &ListRequest,
 ) -> Result<Framed, Status> {
+    // This request's page, sent as it is made.
+    let own = || async { render(cache, req, self::list(cache, req, list).await?) };
     let Some(key) = shared_key(req, list) else {
-        return render(cache, req, self::list(cache, req, list).await?);
+        return own().await;
     };
     // Waited for before the list is looked up, so that the one found is
     // of a version at least as new.
@@ -86,13 +88,14 @@ pub async fn respond(
     }
     let Some(shared) = cache.store(req.served.kind).shared_list(key) else {
         cache.metrics().list_answered(req.served.kind, false);
-        return render(cache, req, self::list(cache, req, list).await?);
+        return own().await;
     };
     let mut made_here = false;
     let chunks = shared
         .get_or_try_init(|| async {
             made_here = true;
-            render(cache, req, self::list(cache, req, list).await?)?
+            own()
+                .await?
                 .make()
                 .await
                 .ok_or_else(|| Status::internal_error("a list item could not be written"))
