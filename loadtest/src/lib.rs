@@ -179,6 +179,14 @@ pub async fn wait_served(
 
 /// CPU time (user + system) the process used so far, in ms.
 pub fn cpu_ms(pid: u32) -> f64 {
+    let (user, system) = cpu_split_ms(pid);
+    user + system
+}
+
+/// The process's CPU time so far in user space and in the kernel, ms (0 when
+/// unreadable): the kernel's own accounting, which a sampling profiler
+/// cannot split (its timer lands on the way back from system calls).
+pub fn cpu_split_ms(pid: u32) -> (f64, f64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which may hold spaces): utime is the 12th, stime the 13th.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
@@ -187,7 +195,8 @@ pub fn cpu_ms(pid: u32) -> f64 {
         .map(|x| x.parse().unwrap_or(0.0))
         .collect();
     // Clock ticks are 100 per second on Linux.
-    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) * 10.0
+    let ms = |i: usize| f.get(i).copied().unwrap_or(0.0) * 10.0;
+    (ms(11), ms(12))
 }
 
 /// The process's resident set, in KiB.

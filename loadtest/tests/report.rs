@@ -82,6 +82,7 @@ fn row(target: Target, results: &[WatcherResult], changes: u64) -> ChurnRow {
         latency: Percentiles::of(&h),
         writer_behind: Duration::ZERO,
         proxy_cpu_ms: 10.0,
+        proxy_user_ms: 5.0,
         proxy_rss_kib: 16_000,
         lost: Lost::of(results),
     }

@@ -151,8 +151,8 @@ fn throughput(r: &Report) -> GoalRow {
     GoalRow {
         goal,
         measured: format!(
-            "{per_core:.0} changes per CPU-second ({} changes/s × {} watchers: {:.0} ms CPU for {} changes{placement})",
-            c.rate, c.watchers, c.proxy_cpu_ms, c.changes
+            "{per_core:.0} changes per CPU-second ({} changes/s × {} watchers: {:.0} ms CPU for {} changes{placement}; {:.0} counting its user space alone)",
+            c.rate, c.watchers, c.proxy_cpu_ms, c.changes, c.user_changes_per_core_second()
         ),
         ratio: None,
         verdict: if per_core >= 5000.0 {
@@ -303,6 +303,7 @@ mod tests {
             latency: Percentiles::default(),
             writer_behind: Duration::ZERO,
             proxy_cpu_ms: cpu_ms,
+            proxy_user_ms: cpu_ms / 2.0,
             proxy_rss_kib: 20_000,
             lost: Lost::default(),
         }
@@ -375,6 +376,13 @@ mod tests {
             g.measured
         );
         assert!(g.measured.contains("CPU 1 alone"), "{}", g.measured);
+        // Half of it in user space (row's split): twice the changes counting that alone.
+        assert!(
+            g.measured
+                .ends_with("; 11765 counting its user space alone)"),
+            "{}",
+            g.measured
+        );
 
         // A one-core run over the goal's cost misses it, however cheap the
         // shared rows were.

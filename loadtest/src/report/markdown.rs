@@ -122,7 +122,9 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
                  following one run at that rate, as the proxy of the rows above was by the direct row's), \
                  and the load generator, the in-memory API server and the watchers on CPU{} {}: {} changes, {} events, {:.0} ms of \
                  proxy CPU, **{:.0} changes per CPU-second**; p50 {}, p99 {}; {} lost. The goal of changes \
-                 per CPU-second on one core is judged from this run.\n",
+                 per CPU-second on one core is judged from this run. Of the proxy's CPU, {:.0} ms were in user \
+                 space ({:.0} changes per user-space CPU-second) and {:.0} ms in the kernel, which on loopback \
+                 carries the watchers' receive path as well as the sending.\n",
                 c.rate,
                 one.cpu,
                 if one.others.len() > 1 { "s" } else { "" },
@@ -133,7 +135,10 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
                 c.changes_per_core_second(),
                 ms(c.latency.p50),
                 ms(c.latency.p99),
-                lost(&c.lost)
+                lost(&c.lost),
+                c.proxy_user_ms,
+                c.user_changes_per_core_second(),
+                c.proxy_cpu_ms - c.proxy_user_ms,
             );
         }
         for c in r

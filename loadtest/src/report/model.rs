@@ -151,6 +151,9 @@ pub struct ChurnRow {
     /// The proxy's CPU time during the phase, ms (for direct too: the proxy
     /// still follows the upstream, with no client of its own).
     pub proxy_cpu_ms: f64,
+    /// Of it, the time in user space (the rest is the kernel's: on loopback
+    /// it carries the watchers' receive path as well as the sending).
+    pub proxy_user_ms: f64,
     /// The proxy's RSS at the end of the phase, KiB.
     pub proxy_rss_kib: u64,
     /// Lost events.
@@ -170,6 +173,14 @@ impl ChurnRow {
             return f64::INFINITY;
         }
         self.changes as f64 / (self.proxy_cpu_ms / 1000.0)
+    }
+
+    /// The same, counting the proxy's time in user space alone.
+    pub fn user_changes_per_core_second(&self) -> f64 {
+        if self.proxy_user_ms <= 0.0 {
+            return f64::INFINITY;
+        }
+        self.changes as f64 / (self.proxy_user_ms / 1000.0)
     }
 }
 

@@ -15,7 +15,7 @@ use super::{
     model::{ChurnRow, ColdRow, ListRow, Lost, Memory, OneCore, Percentiles, Target},
     probe::{histogram, Probe, ProbeConfig, WatcherResult, SLICES},
 };
-use crate::{client, cpu_ms, rss_anon_kib, rss_kib};
+use crate::{client, cpu_split_ms, rss_anon_kib, rss_kib};
 
 /// How long watchers may take to list and open their watch.
 const SYNC_LIMIT: Duration = Duration::from_secs(120);
@@ -253,7 +253,7 @@ async fn churn_phase(
         SYNC_LIMIT,
     )
     .await?;
-    let cpu_before = cpu_ms(proxy.pid());
+    let (user_before, system_before) = cpu_split_ms(proxy.pid());
     let total = (rate * duration.as_secs_f64()).round() as u64;
     let outcome = churner
         .run(rate, duration, |sent| {
@@ -265,7 +265,9 @@ async fn churn_phase(
         })
         .await?;
     probe.drain(Duration::from_secs(15)).await;
-    let proxy_cpu_ms = cpu_ms(proxy.pid()) - cpu_before;
+    let (user, system) = cpu_split_ms(proxy.pid());
+    let proxy_user_ms = user - user_before;
+    let proxy_cpu_ms = proxy_user_ms + system - system_before;
     let results = probe.stop().await?;
     let latency = merged(&results);
     Ok(ChurnRow {
@@ -278,6 +280,7 @@ async fn churn_phase(
         latency: Percentiles::of(&latency),
         writer_behind: outcome.max_behind,
         proxy_cpu_ms,
+        proxy_user_ms,
         proxy_rss_kib: rss_kib(proxy.pid()),
         lost: Lost::of(&results),
     })
