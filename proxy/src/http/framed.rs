@@ -34,8 +34,9 @@ pub trait Items: Send + Sync {
     fn count(&self) -> usize;
     /// Item `index`'s length in bytes.
     fn len(&self, index: usize) -> usize;
-    /// Appends item `index`: exactly [`Items::len`] bytes, or `false` when
-    /// it can no longer be made (the body then fails: see [`Framed::into_body`]).
+    /// Appends item `index`, or returns `false` when it can no longer be
+    /// made; either that or an item not of [`Items::len`] bytes fails the
+    /// body there (see [`Framed::into_body`]).
     fn write(&self, index: usize, out: &mut BytesMut) -> bool;
 }
 
