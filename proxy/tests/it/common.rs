@@ -303,3 +303,10 @@ pub async fn healthz_status(addr: std::net::SocketAddr) -> Option<String> {
     let answer = String::from_utf8_lossy(&answer);
     answer.lines().next().map(str::to_owned)
 }
+
+/// The value of `series` (name and labels) in a `/metrics` text.
+pub fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+}

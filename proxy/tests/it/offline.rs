@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use sitegrid_fakeapi::{sample, ApiServer, ApiServerConfig};
 use sitegrid_proxy::app::ProxyOptions;
 
-use crate::common::{proxy, summary};
+use crate::common::{metric, proxy, summary};
 
 /// Lists of every cached kind, and gets of one object of each.
 const READS: [&str; 8] = [
@@ -111,12 +111,6 @@ impl Watch {
         }
         &self.seen
     }
-}
-
-fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
 }
 
 /// `plain-echo`'s Endpoints with `ips` on node bj-2.
