@@ -169,18 +169,20 @@ impl ChurnRow {
     /// Upstream changes one core of the proxy would process a second at this
     /// phase's cost per change.
     pub fn changes_per_core_second(&self) -> f64 {
-        if self.proxy_cpu_ms <= 0.0 {
-            return f64::INFINITY;
-        }
-        self.changes as f64 / (self.proxy_cpu_ms / 1000.0)
+        self.changes_per_second_of(self.proxy_cpu_ms)
     }
 
     /// The same, counting the proxy's time in user space alone.
     pub fn user_changes_per_core_second(&self) -> f64 {
-        if self.proxy_user_ms <= 0.0 {
+        self.changes_per_second_of(self.proxy_user_ms)
+    }
+
+    /// The phase's changes over `cpu_ms` of CPU, per second of it.
+    fn changes_per_second_of(&self, cpu_ms: f64) -> f64 {
+        if cpu_ms <= 0.0 {
             return f64::INFINITY;
         }
-        self.changes as f64 / (self.proxy_user_ms / 1000.0)
+        self.changes as f64 / (cpu_ms / 1000.0)
     }
 }
 
