@@ -267,7 +267,7 @@ fn typed_value(api_version: String, kind: String, raw: &[u8]) -> Result<Value, D
         }
         _ => return Err(DecodeError::UnknownKind { api_version, kind }),
     };
-    let mut out = Map::new();
+    let mut out = Map::with_capacity(2 + fields.len());
     out.insert("kind".into(), Value::String(kind));
     out.insert("apiVersion".into(), Value::String(api_version));
     out.extend(fields);
@@ -280,7 +280,14 @@ fn typed_value(api_version: String, kind: String, raw: &[u8]) -> Result<Value, D
 /// their presence), must be all of `raw`.
 fn read<M: Message + Default, X: Extras>(raw: &[u8], kind: &str) -> Result<M, DecodeError> {
     let m = M::decode(raw)?;
-    let measured = m.encoded_len() + 2 * X::decode(raw).map_or(0, |x| x.empties());
+    let kept = m.encoded_len();
+    // prost writes no more than the bytes it read (it only leaves empty
+    // strings out): when it already accounts for all of them there is
+    // nothing of Go's to count, and the second reading is saved.
+    if kept == raw.len() {
+        return Ok(m);
+    }
+    let measured = kept + 2 * X::decode(raw).map_or(0, |x| x.empties());
     if measured == raw.len() {
         Ok(m)
     } else {
@@ -507,7 +514,7 @@ fn time(t: Option<meta::Time>) -> Value {
 
 fn object_meta(m: Option<meta::ObjectMeta>) -> Value {
     let m = m.unwrap_or_default();
-    let mut out = Map::new();
+    let mut out = Map::with_capacity(16);
     put_str(&mut out, "name", m.name);
     put_str(&mut out, "generateName", m.generate_name);
     put_str(&mut out, "namespace", m.namespace);
@@ -532,7 +539,7 @@ fn object_meta(m: Option<meta::ObjectMeta>) -> Value {
         m.owner_references
             .into_iter()
             .map(|o| {
-                let mut r = Map::new();
+                let mut r = Map::with_capacity(6);
                 r.insert(
                     "apiVersion".into(),
                     o.api_version.unwrap_or_default().into(),
@@ -587,7 +594,7 @@ fn list_meta(m: meta::ListMeta) -> Map<String, Value> {
 }
 
 fn object_reference(r: core::ObjectReference) -> Value {
-    let mut out = Map::new();
+    let mut out = Map::with_capacity(7);
     put_str(&mut out, "kind", r.kind);
     put_str(&mut out, "namespace", r.namespace);
     put_str(&mut out, "name", r.name);
@@ -815,7 +822,7 @@ fn hints(for_zones: Vec<Option<String>>, for_nodes: Vec<Option<String>>) -> Valu
 macro_rules! slice_version {
     ($name:ident, $m:ident, |$e:ident, $r:ident| $topology:block) => {
         fn $name(s: $m::EndpointSlice) -> Map<String, Value> {
-            let mut out = Map::new();
+            let mut out = Map::with_capacity(4);
             out.insert("metadata".into(), object_meta(s.metadata));
             out.insert(
                 "addressType".into(),
@@ -825,10 +832,10 @@ macro_rules! slice_version {
                 .endpoints
                 .into_iter()
                 .map(|$e| {
-                    let mut $r = Map::new();
+                    let mut $r = Map::with_capacity(8);
                     $r.insert("addresses".into(), list_or_null(strings($e.addresses)));
                     let c = $e.conditions.unwrap_or_default();
-                    let mut conditions = Map::new();
+                    let mut conditions = Map::with_capacity(3);
                     put_opt(&mut conditions, "ready", c.ready);
                     put_opt(&mut conditions, "serving", c.serving);
                     put_opt(&mut conditions, "terminating", c.terminating);
@@ -855,7 +862,7 @@ macro_rules! slice_version {
                 .ports
                 .into_iter()
                 .map(|p| {
-                    let mut r = Map::new();
+                    let mut r = Map::with_capacity(4);
                     put_opt(&mut r, "name", p.name);
                     put_opt(&mut r, "protocol", p.protocol);
                     put_opt(&mut r, "port", p.port);
