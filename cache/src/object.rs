@@ -3,6 +3,8 @@
 
 use std::{borrow::Cow, collections::BTreeMap, sync::Arc};
 
+use bytes::Bytes;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     core::{ApiResource, DynamicResourceScope},
@@ -48,7 +50,15 @@ pub enum UpstreamBody {
     /// `sitegrid_apimachinery::protobuf::to_json`). Complete and of its
     /// kind's types by construction: every field has a place in the typed
     /// message it came from.
-    Protobuf(Arc<Value>),
+    Protobuf {
+        /// The value.
+        value: Arc<Value>,
+        /// The object as the API server sent it (`k8s\0` and its
+        /// envelope), while `value` is what it reads as: what the writer
+        /// keeps of the object, half the size of its JSON and not written
+        /// out again (`to_json::object_value` reads it back).
+        wire: Option<Bytes>,
+    },
     /// The same, read as a list's item and kept as its JSON text until it
     /// is used: a list is read a page at a time and mostly stored, and a
     /// page's decoded values would take several times the memory.
@@ -96,7 +106,7 @@ impl UpstreamBody {
     pub fn json(&self) -> Cow<'_, str> {
         match self {
             UpstreamBody::Json(raw) | UpstreamBody::ProtobufText(raw) => Cow::Borrowed(raw.get()),
-            UpstreamBody::Protobuf(value) => Cow::Owned(value.to_string()),
+            UpstreamBody::Protobuf { value, .. } => Cow::Owned(value.to_string()),
             UpstreamBody::UnreadableProtobuf => Cow::Borrowed("null"),
         }
     }
@@ -108,7 +118,7 @@ impl UpstreamBody {
             UpstreamBody::Json(raw) | UpstreamBody::ProtobufText(raw) => {
                 serde_json::from_str(raw.get())
             }
-            UpstreamBody::Protobuf(value) => Ok(Value::clone(value)),
+            UpstreamBody::Protobuf { value, .. } => Ok(Value::clone(value)),
             UpstreamBody::UnreadableProtobuf => Ok(Value::Null),
         }
     }
@@ -117,10 +127,12 @@ impl UpstreamBody {
     /// kept rather than used at once; any other as it is.
     pub fn into_text(self) -> UpstreamBody {
         match self {
-            UpstreamBody::Protobuf(value) => match serde_json::value::to_raw_value(&*value) {
-                Ok(raw) => UpstreamBody::ProtobufText(raw.into()),
-                Err(_) => UpstreamBody::Protobuf(value),
-            },
+            UpstreamBody::Protobuf { value, wire } => {
+                match serde_json::value::to_raw_value(&*value) {
+                    Ok(raw) => UpstreamBody::ProtobufText(raw.into()),
+                    Err(_) => UpstreamBody::Protobuf { value, wire },
+                }
+            }
             other => other,
         }
     }
@@ -181,7 +193,10 @@ fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
         }
     };
     let metadata = value.get("metadata").map(meta_of).unwrap_or_default();
-    let body = UpstreamBody::Protobuf(Arc::new(value));
+    let body = UpstreamBody::Protobuf {
+        value: Arc::new(value),
+        wire: Some(Bytes::from(carried.wire)),
+    };
     let body = if carried.listed {
         body.into_text()
     } else {

@@ -154,12 +154,17 @@ fn push_carried(out: &mut String, prefix: &str, wire: &[u8]) {
 
 /// A carried object read: its JSON value (a Service, Endpoints or
 /// EndpointSlice, with its `kind` and `apiVersion`, as kube-apiserver would
-/// have written it), and whether it was a list's item.
+/// have written it), whether it was a list's item, and the bytes it was
+/// read from.
 pub struct Carried {
     /// The object, or why it does not decode completely.
     pub value: Result<Value, DecodeError>,
     /// Carried as a list's item ([`CARRIED_LISTED_PREFIX`]).
     pub listed: bool,
+    /// The object as the API server sent it (`k8s\0` and its envelope),
+    /// which [`object_value`] reads as `value` again; empty if the text was
+    /// not base64.
+    pub wire: Vec<u8>,
 }
 
 /// `text` read as a carried object; None if it is not one.
@@ -169,11 +174,15 @@ pub fn carried_value(text: &str) -> Option<Carried> {
         Some(encoded) => (encoded, true),
         None => (text.strip_prefix(CARRIED_PREFIX)?, false),
     };
-    let value = base64::engine::general_purpose::STANDARD
-        .decode(encoded)
-        .map_err(DecodeError::from)
-        .and_then(|wire| object_value(&wire));
-    Some(Carried { value, listed })
+    let (value, wire) = match base64::engine::general_purpose::STANDARD.decode(encoded) {
+        Ok(wire) => (object_value(&wire), wire),
+        Err(e) => (Err(e.into()), Vec::new()),
+    };
+    Some(Carried {
+        value,
+        listed,
+        wire,
+    })
 }
 
 /// A list as it is carried: its metadata, and its items' messages as they are.
@@ -207,9 +216,10 @@ fn event_line(event_type: String, raw: &[u8]) -> Result<Vec<u8>, DecodeError> {
     Ok(serde_json::to_vec(&Value::Object(out)).unwrap_or_default())
 }
 
-/// A Service, Endpoints or EndpointSlice (`k8s\0` + envelope) as JSON;
-/// anything else is [`DecodeError::UnknownKind`].
-fn object_value(wire: &[u8]) -> Result<Value, DecodeError> {
+/// A Service, Endpoints or EndpointSlice (`k8s\0` + envelope) as JSON,
+/// complete (see the module doc); anything else is
+/// [`DecodeError::UnknownKind`].
+pub fn object_value(wire: &[u8]) -> Result<Value, DecodeError> {
     let (api_version, kind, raw) = envelope_parts(wire)?;
     match (api_version.as_str(), kind.as_str()) {
         ("v1", "Service" | "Endpoints")

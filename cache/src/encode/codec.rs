@@ -29,8 +29,9 @@ use crate::kind::ResourceKind;
 /// LZ4's window: a dictionary longer than this is not read.
 const WINDOW: usize = 64 * 1024;
 
-/// A family per kind for each wire format and for the upstream's JSON.
-const FAMILIES: usize = 3 * ResourceKind::ALL.len();
+/// A family per kind for each wire format and for the upstream's JSON and
+/// protobuf.
+const FAMILIES: usize = 4 * ResourceKind::ALL.len();
 
 /// A cache's way of keeping its encodings compact (see the module doc).
 #[derive(Debug)]
@@ -92,12 +93,17 @@ pub struct Family(u8);
 impl Family {
     /// Encodings of `kind` in `wire`.
     pub fn served(kind: ResourceKind, wire: Wire) -> Family {
-        Family((Self::index(kind) * 3 + wire as usize) as u8)
+        Family((Self::index(kind) * 4 + wire as usize) as u8)
     }
 
-    /// Objects of `kind` as the API server sent them.
+    /// Objects of `kind` as the API server sent them in JSON.
     pub fn upstream(kind: ResourceKind) -> Family {
-        Family((Self::index(kind) * 3 + 2) as u8)
+        Family((Self::index(kind) * 4 + 2) as u8)
+    }
+
+    /// Objects of `kind` as the API server sent them in protobuf.
+    pub fn upstream_protobuf(kind: ResourceKind) -> Family {
+        Family((Self::index(kind) * 4 + 3) as u8)
     }
 
     fn index(kind: ResourceKind) -> usize {
@@ -382,6 +388,7 @@ mod tests {
                     Family::served(*k, Wire::Json),
                     Family::served(*k, Wire::Protobuf),
                     Family::upstream(*k),
+                    Family::upstream_protobuf(*k),
                 ]
                 .map(|f| f.0)
             })

@@ -19,6 +19,7 @@ use sitegrid_apimachinery::selector::LabelSelector;
 
 use super::Writer;
 use crate::testing::obj;
+use crate::UpstreamObject;
 use crate::{
     topology::TopologyKeys, with_start_rv, ApiVersion, Cache, CacheConfig, Locality, ResourceKind,
     ResourceKind::*,
@@ -470,4 +471,108 @@ fn the_site_proxy_sends_only_what_some_node_of_the_site_would_see() {
         dropped += all.len() - union.len();
     }
     assert!(dropped > 0, "the worlds never had anything to filter");
+}
+
+/// What a reflector reading `kind` in protobuf hands the writer for `v` (a
+/// list's item when `listed`, else a watch event's object), and what one
+/// reading JSON hands it for the same object: the JSON kube-apiserver
+/// would have sent. Nodes are read in JSON either way.
+fn read_both(kind: ResourceKind, v: &Value, listed: bool) -> (UpstreamObject, UpstreamObject) {
+    use sitegrid_apimachinery::protobuf::{self as pb, to_json, Kind};
+    let (pb_kind, api_version, kind_name) = match kind {
+        Services => (Kind::Service, "v1", "Service"),
+        Endpoints => (Kind::Endpoints, "v1", "Endpoints"),
+        EndpointSlices => (
+            Kind::EndpointSliceV1,
+            "discovery.k8s.io/v1",
+            "EndpointSlice",
+        ),
+        _ => return (obj(v), obj(v)),
+    };
+    let message = pb::message(pb_kind, v.to_string().as_bytes()).unwrap();
+    let wire = pb::envelope(api_version, kind_name, &message);
+    // Through the converters the proxy's reflectors read with.
+    let carried = if listed {
+        let list = pb::list(
+            api_version,
+            &format!("{kind_name}List"),
+            &Default::default(),
+            std::iter::once(&message[..]),
+        );
+        let answer: Value =
+            serde_json::from_slice(&to_json::answer_carried(&list).unwrap()).unwrap();
+        answer["items"][0].clone()
+    } else {
+        let frame = pb::watch_event("MODIFIED", &wire);
+        let line = to_json::watch_event_carried(&frame[4..]).unwrap();
+        serde_json::from_slice::<Value>(&line).unwrap()["object"].clone()
+    };
+    assert!(carried.is_string(), "{kind}: carried, not converted");
+    let json = to_json::object_value(&wire).unwrap();
+    (obj(&carried), obj(&json))
+}
+
+/// How many `kind` objects `writer` keeps as the protobuf they came in.
+fn kept_in_protobuf(writer: &Writer, kind: ResourceKind) -> usize {
+    writer.upstream[kind]
+        .objects
+        .values()
+        .filter_map(|s| s.raw.as_ref())
+        .filter(|raw| {
+            raw.unpack()
+                .starts_with(sitegrid_apimachinery::protobuf::MAGIC)
+        })
+        .count()
+}
+
+/// A writer keeps what came in protobuf as protobuf, and recomputes views
+/// from it (a node moving site, a Service's topology changing, another
+/// slice of a Service changing) exactly as from the JSON of the same objects.
+#[test]
+fn a_proxy_reading_protobuf_serves_what_one_reading_json_serves_under_churn() {
+    let mut recomputed = 0;
+    for seed in 0..16u64 {
+        let mut world = World::new(seed);
+        let names: Vec<String> = world.nodes.keys().cloned().collect();
+        let locality = match seed % 2 {
+            0 => Locality::Node(names[seed as usize % names.len()].clone()),
+            _ => Locality::Site(
+                LabelSelector::parse(&format!("zone={}", ZONES[seed as usize % 3])).unwrap(),
+            ),
+        };
+        let (json_cache, mut json) = writer(locality.clone());
+        let (pb_cache, mut pb) = writer(locality);
+        for kind in [Nodes, Services, Endpoints, EndpointSlices] {
+            let (carried, plain): (Vec<_>, Vec<_>) = world
+                .all(kind)
+                .iter()
+                .map(|v| read_both(kind, v, true))
+                .unzip();
+            crate::testing::sync(&mut pb, kind, carried);
+            crate::testing::sync(&mut json, kind, plain);
+        }
+        for step in 0..40 {
+            let (kind, v) = world.churn();
+            let (carried, plain) = read_both(kind, &v, false);
+            if matches!(kind, Nodes | Services)
+                && kept_in_protobuf(&pb, EndpointSlices) + kept_in_protobuf(&pb, Endpoints) > 0
+            {
+                recomputed += 1;
+            }
+            pb.handle(kind, W::Apply(carried));
+            json.handle(kind, W::Apply(plain));
+            for kind in [Services, Endpoints, EndpointSlices] {
+                assert_eq!(
+                    served(&pb_cache, kind),
+                    served(&json_cache, kind),
+                    "seed {seed}, step {step}: {kind}"
+                );
+            }
+        }
+        assert_eq!(kept_in_protobuf(&json, EndpointSlices), 0);
+    }
+    assert!(
+        recomputed > 50,
+        "only {recomputed} recomputations from kept protobuf"
+    );
 }

@@ -4,6 +4,7 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use serde_json::{Map, Value};
+use sitegrid_apimachinery::protobuf;
 
 use crate::{
     encode::codec::{Codec, Family, Packed},
@@ -17,10 +18,12 @@ use crate::{
 pub(super) struct Stored {
     /// The upstream resourceVersion: a relist skips objects that did not change.
     pub(super) rv: Rv,
-    /// Endpoints and EndpointSlices: the raw JSON, kept compressed (on the
-    /// kind's [`Family::upstream`]), from which their views are recomputed
-    /// when a node moves site or a Service's topology or another of its
-    /// slices changes.
+    /// Endpoints and EndpointSlices: the object as the API server sent it
+    /// (its protobuf when it came in a protobuf watch event, its JSON
+    /// otherwise), kept compressed (on the kind's [`Family::upstream`] or
+    /// [`Family::upstream_protobuf`]), from which their views are
+    /// recomputed when a node moves site or a Service's topology or another
+    /// of its slices changes.
     pub(super) raw: Option<Packed>,
     /// For an EndpointSlice: the `ns/service` it belongs to (once linked,
     /// the writer's one copy of the name, see `ServiceLinks`).
@@ -118,12 +121,21 @@ impl Incoming {
 }
 
 impl Stored {
-    /// What the writer keeps of `obj` (raw JSON only where views are recomputed).
+    /// What the writer keeps of `obj` (the object itself only where views
+    /// are recomputed).
     pub(super) fn of(codec: &Codec, kind: ResourceKind, obj: &UpstreamObject) -> Stored {
         let keep_raw = matches!(kind, ResourceKind::Endpoints | ResourceKind::EndpointSlices);
+        let raw = || match &obj.body {
+            // Kept as it came: writing the value out as JSON was a large
+            // part of taking in a change.
+            UpstreamBody::Protobuf {
+                wire: Some(wire), ..
+            } => codec.pack(Family::upstream_protobuf(kind), wire),
+            body => codec.pack(Family::upstream(kind), body.json().as_bytes()),
+        };
         Stored {
             rv: Rv::of(obj.upstream_rv()),
-            raw: keep_raw.then(|| codec.pack(Family::upstream(kind), obj.json().as_bytes())),
+            raw: keep_raw.then(raw),
             service: (kind == ResourceKind::EndpointSlices)
                 .then(|| slice_service(obj))
                 .flatten(),
@@ -139,17 +151,23 @@ impl Stored {
         }
     }
 
-    /// The kept JSON (Endpoints and EndpointSlices), parsed.
+    /// The kept object (Endpoints and EndpointSlices) as JSON.
     pub(super) fn value(&self) -> Option<Value> {
-        let json = self.raw.as_ref()?.try_unpack()?;
-        Some(parse(&json))
+        let raw = self.raw.as_ref()?.try_unpack()?;
+        Some(parse(&raw))
     }
 }
 
-/// JSON the API server sent; it was valid when it arrived (the watcher
-/// decoded it), so a failure here is not expected: it yields an empty object.
-fn parse(json: &[u8]) -> Value {
-    serde_json::from_slice(json).unwrap_or_else(|_| Value::Object(Map::new()))
+/// An object the API server sent, in protobuf (which begins with its magic
+/// bytes) or JSON; it was read once when it arrived, so a failure here is
+/// not expected: it yields an empty object.
+fn parse(raw: &[u8]) -> Value {
+    let read = if raw.starts_with(protobuf::MAGIC) {
+        protobuf::to_json::object_value(raw).ok()
+    } else {
+        serde_json::from_slice(raw).ok()
+    };
+    read.unwrap_or_else(|| Value::Object(Map::new()))
 }
 
 /// `ns/service` of an EndpointSlice, from its `kubernetes.io/service-name` label.

@@ -169,9 +169,13 @@ pub(super) fn convert(
         };
         to.convert_slice(&mut value);
         // In the form it came in: a decoded value, or text.
-        let converted = UpstreamBody::Protobuf(Arc::new(value));
+        // No longer what its protobuf reads as: kept as the value alone.
+        let converted = UpstreamBody::Protobuf {
+            value: Arc::new(value),
+            wire: None,
+        };
         let body = match &obj.body {
-            UpstreamBody::Protobuf(_) => converted,
+            UpstreamBody::Protobuf { .. } => converted,
             UpstreamBody::ProtobufText(_) => converted.into_text(),
             _ => match converted.into_text() {
                 UpstreamBody::ProtobufText(raw) => UpstreamBody::Json(raw),

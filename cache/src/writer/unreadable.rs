@@ -56,7 +56,7 @@ impl Writer {
             UpstreamBody::Json(raw) => raw,
             // Written from its kind's typed message: every field has a
             // place in the typed struct, with its type.
-            UpstreamBody::Protobuf(value) => return Ok(Some(value.clone())),
+            UpstreamBody::Protobuf { value, .. } => return Ok(Some(value.clone())),
             UpstreamBody::ProtobufText(_) => return Ok(None),
             UpstreamBody::UnreadableProtobuf => return Err("unreadable protobuf".to_owned()),
         };

@@ -120,7 +120,8 @@ pub fn protobuf(data: &[u8]) {
 /// `watch_event_carried`), which kube-runtime then decodes into the proxy's
 /// `UpstreamObject`s, decoding each carried object there. Invariants: what
 /// is written is JSON; a carried object that decodes is what the whole
-/// conversion (`answer`, `watch_event`) writes for it.
+/// conversion (`answer`, `watch_event`) writes for it, and a watch event's
+/// object keeps the protobuf it reads back from.
 pub fn protobuf_answer(data: &[u8]) {
     let Some((&pick, wire)) = data.split_first() else {
         return;
@@ -160,10 +161,17 @@ pub fn protobuf_answer(data: &[u8]) {
         match serde_json::from_slice::<WatchEvent<UpstreamObject>>(&line) {
             Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => {
                 let _ = (o.key(), o.upstream_rv());
-                if let (UpstreamBody::Protobuf(v), Some(whole)) = (&o.body, &whole) {
+                if let (UpstreamBody::Protobuf { value: v, wire }, Some(whole)) = (&o.body, &whole)
+                {
                     assert_eq!(
                         **v, whole["object"],
                         "the event's object carried and decoded"
+                    );
+                    // What the writer keeps of it reads back as the same.
+                    let kept = wire.as_deref().map(protobuf::to_json::object_value);
+                    assert!(
+                        matches!(&kept, Some(Ok(again)) if again == &**v),
+                        "the kept protobuf reads as the object"
                     );
                 }
             }
