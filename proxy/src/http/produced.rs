@@ -84,9 +84,9 @@ impl Stream for Produced {
     type Item = Bytes;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        if let Some(chunk) = self.slot.lock().take() {
-            return Poll::Ready(Some(chunk));
-        }
+        // The slot is empty here: a chunk parked by the producer is taken
+        // below, in the poll that parked it (its `send` stays pending until
+        // the next poll), so the slot is looked at once a poll.
         let Some(producer) = self.producer.as_mut() else {
             return Poll::Ready(None);
         };
