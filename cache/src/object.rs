@@ -180,9 +180,18 @@ fn carried(json: &str) -> Option<protobuf::to_json::Carried> {
 }
 
 /// A carried object, decoded: its metadata taken from the value; a list's
-/// item kept as text.
+/// item kept as text, a watch event's object with its bytes.
 fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
-    let value = match carried.value {
+    let protobuf::to_json::Carried {
+        value,
+        listed,
+        wire,
+    } = carried;
+    // A list's item is kept as text (`UpstreamBody::ProtobufText`): its
+    // bytes are of no further use and go now, before that text is written,
+    // so as not to leave a gap among the page's kept texts.
+    let wire = (!listed).then(|| Bytes::from(wire));
+    let value = match value {
         Ok(value) => value,
         Err(e) => {
             return UpstreamObject {
@@ -195,13 +204,9 @@ fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
     let metadata = value.get("metadata").map(meta_of).unwrap_or_default();
     let body = UpstreamBody::Protobuf {
         value: Arc::new(value),
-        wire: Some(Bytes::from(carried.wire)),
+        wire,
     };
-    let body = if carried.listed {
-        body.into_text()
-    } else {
-        body
-    };
+    let body = if listed { body.into_text() } else { body };
     UpstreamObject {
         metadata,
         body,
