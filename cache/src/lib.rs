@@ -9,8 +9,9 @@
 //!
 //! In the order data flows:
 //!
-//! - [`UpstreamObject`]: an object as the API server sent it (raw JSON and
-//!   the metadata the reflectors need).
+//! - [`UpstreamObject`]: an object as the API server sent it (raw JSON, or
+//!   the value decoded from its protobuf, and the metadata the reflectors
+//!   need).
 //! - `writer`: the projector. It keeps the upstream objects, buffers
 //!   relists, and recomputes the views of Endpoints and EndpointSlices
 //!   through [`topology`] for the [`Locality`] served; each change that

@@ -1,10 +1,11 @@
-//! The object type the upstream reflectors decode into: the raw JSON as the
-//! API server sent it, plus the parsed metadata kube-runtime's watcher needs.
+//! The object type the upstream reflectors decode into: the object as the
+//! API server sent it (its raw JSON, or read from protobuf: the value
+//! decoded once, with the protobuf it came in), plus the parsed metadata
+//! kube-runtime's watcher needs.
 
 use std::{borrow::Cow, collections::BTreeMap, sync::Arc};
 
 use bytes::Bytes;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     core::{ApiResource, DynamicResourceScope},
@@ -51,12 +52,14 @@ pub enum UpstreamBody {
     /// kind's types by construction: every field has a place in the typed
     /// message it came from.
     Protobuf {
-        /// The value.
+        /// The object as JSON.
         value: Arc<Value>,
         /// The object as the API server sent it (`k8s\0` and its
         /// envelope), while `value` is what it reads as: what the writer
         /// keeps of the object, half the size of its JSON and not written
-        /// out again (`to_json::object_value` reads it back).
+        /// out again (`to_json::object_value` reads it back). None for a
+        /// list's item (kept as text) and once `value` was changed (an
+        /// EndpointSlice converted to the snapshot's version).
         wire: Option<Bytes>,
     },
     /// The same, read as a list's item and kept as its JSON text until it

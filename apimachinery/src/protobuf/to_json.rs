@@ -291,9 +291,11 @@ fn typed_value(api_version: String, kind: String, raw: &[u8]) -> Result<Value, D
 fn read<M: Message + Default, X: Extras>(raw: &[u8], kind: &str) -> Result<M, DecodeError> {
     let m = M::decode(raw)?;
     let kept = m.encoded_len();
-    // prost writes no more than the bytes it read (it only leaves empty
-    // strings out): when it already accounts for all of them there is
-    // nothing of Go's to count, and the second reading is saved.
+    // Of a canonical encoding (Go's, prost's) prost writes no more than it
+    // read (it only leaves empty strings out): when it already accounts for
+    // all of it there is nothing of Go's to count, and the second reading
+    // is saved. A crafted message whose over-long varints make up for
+    // fields prost dropped passed the whole count before too.
     if kept == raw.len() {
         return Ok(m);
     }

@@ -19,10 +19,9 @@ use sitegrid_apimachinery::selector::LabelSelector;
 
 use super::Writer;
 use crate::testing::obj;
-use crate::UpstreamObject;
 use crate::{
     topology::TopologyKeys, with_start_rv, ApiVersion, Cache, CacheConfig, Locality, ResourceKind,
-    ResourceKind::*,
+    ResourceKind::*, UpstreamObject,
 };
 
 const ZONES: [&str; 3] = ["z0", "z1", "z2"];
@@ -478,38 +477,12 @@ fn the_site_proxy_sends_only_what_some_node_of_the_site_would_see() {
 /// reading JSON hands it for the same object: the JSON kube-apiserver
 /// would have sent. Nodes are read in JSON either way.
 fn read_both(kind: ResourceKind, v: &Value, listed: bool) -> (UpstreamObject, UpstreamObject) {
-    use sitegrid_apimachinery::protobuf::{self as pb, to_json, Kind};
-    let (pb_kind, api_version, kind_name) = match kind {
-        Services => (Kind::Service, "v1", "Service"),
-        Endpoints => (Kind::Endpoints, "v1", "Endpoints"),
-        EndpointSlices => (
-            Kind::EndpointSliceV1,
-            "discovery.k8s.io/v1",
-            "EndpointSlice",
-        ),
-        _ => return (obj(v), obj(v)),
-    };
-    let message = pb::message(pb_kind, v.to_string().as_bytes()).unwrap();
-    let wire = pb::envelope(api_version, kind_name, &message);
-    // Through the converters the proxy's reflectors read with.
-    let carried = if listed {
-        let list = pb::list(
-            api_version,
-            &format!("{kind_name}List"),
-            &Default::default(),
-            std::iter::once(&message[..]),
-        );
-        let answer: Value =
-            serde_json::from_slice(&to_json::answer_carried(&list).unwrap()).unwrap();
-        answer["items"][0].clone()
-    } else {
-        let frame = pb::watch_event("MODIFIED", &wire);
-        let line = to_json::watch_event_carried(&frame[4..]).unwrap();
-        serde_json::from_slice::<Value>(&line).unwrap()["object"].clone()
-    };
-    assert!(carried.is_string(), "{kind}: carried, not converted");
-    let json = to_json::object_value(&wire).unwrap();
-    (obj(&carried), obj(&json))
+    if !matches!(kind, Services | Endpoints | EndpointSlices) {
+        return (obj(v), obj(v));
+    }
+    let carried = crate::testing::carried(kind, ApiVersion::V1, v, listed);
+    let json = carried.value().expect("decoded");
+    (carried, obj(&json))
 }
 
 /// How many `kind` objects `writer` keeps as the protobuf they came in.
@@ -530,7 +503,9 @@ fn kept_in_protobuf(writer: &Writer, kind: ResourceKind) -> usize {
 /// slice of a Service changing) exactly as from the JSON of the same objects.
 #[test]
 fn a_proxy_reading_protobuf_serves_what_one_reading_json_serves_under_churn() {
-    let mut recomputed = 0;
+    // Changes of Nodes and Services (which recompute views from what the
+    // writer keeps) while some of what it keeps is protobuf.
+    let mut recomputing = 0;
     for seed in 0..16u64 {
         let mut world = World::new(seed);
         let names: Vec<String> = world.nodes.keys().cloned().collect();
@@ -557,7 +532,7 @@ fn a_proxy_reading_protobuf_serves_what_one_reading_json_serves_under_churn() {
             if matches!(kind, Nodes | Services)
                 && kept_in_protobuf(&pb, EndpointSlices) + kept_in_protobuf(&pb, Endpoints) > 0
             {
-                recomputed += 1;
+                recomputing += 1;
             }
             pb.handle(kind, W::Apply(carried));
             json.handle(kind, W::Apply(plain));
@@ -569,10 +544,9 @@ fn a_proxy_reading_protobuf_serves_what_one_reading_json_serves_under_churn() {
                 );
             }
         }
-        assert_eq!(kept_in_protobuf(&json, EndpointSlices), 0);
     }
     assert!(
-        recomputed > 50,
-        "only {recomputed} recomputations from kept protobuf"
+        recomputing > 50,
+        "only {recomputing} changes of Nodes or Services met kept protobuf"
     );
 }

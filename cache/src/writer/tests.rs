@@ -607,6 +607,64 @@ fn slices_restored_in_v1_stay_v1_when_the_api_server_serves_only_v1beta1() {
     assert!(body["endpoints"][0].get("topology").is_none(), "{body}");
 }
 
+/// The same, a slice then changing in a protobuf watch event: converted to
+/// v1 on arrival, it is kept as v1, not as the v1beta1 bytes it came in, so
+/// its view recomputed later (a node moving site) is v1 still.
+#[test]
+fn a_slice_converted_from_a_protobuf_watch_is_recomputed_in_the_snapshots_version() {
+    let (_cache, mut p) = writer("bj-1");
+    two_sites(&mut p);
+    let key = slice_key("servicegrid-demo-svc");
+    let (again, slot) = restart_from(&p, "bj-1");
+    again.readiness().serve_restored();
+    let mut p = slot.start("bj-1", ApiVersion::V1beta1);
+    for kind in [Nodes, Services, Endpoints] {
+        sync(&mut p, kind, world(kind));
+    }
+    let mut slices: Vec<Value> = sitegrid_fakeapi::sample::two_sites("v1beta1")
+        .into_iter()
+        .filter(|o| o["kind"] == "EndpointSlice")
+        .collect();
+    for (i, o) in slices.iter_mut().enumerate() {
+        o["metadata"]["resourceVersion"] = json!((i + 1).to_string());
+    }
+    sync(&mut p, EndpointSlices, slices.iter().cloned().map(obj));
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    // The demo slice changes (a write the API server stamps), in protobuf.
+    let mut demo = slices
+        .into_iter()
+        .find(|o| key.ends_with(&format!("/{}", o["metadata"]["name"].as_str().unwrap())))
+        .unwrap();
+    demo["metadata"]["resourceVersion"] = json!("100");
+    demo["metadata"]["generation"] = json!(2);
+    let event = crate::testing::carried(EndpointSlices, ApiVersion::V1beta1, &demo, false);
+    p.handle(EndpointSlices, W::Apply(event));
+    assert_eq!(
+        sorted(slice_ips(&again, &key)),
+        ["10.0.0.70", "10.0.1.72"],
+        "beijing's endpoints"
+    );
+    // gz-2 moves to beijing: the view is recomputed from what the writer kept.
+    p.handle(Nodes, W::Apply(node("gz-2", "beijing", 101)));
+    assert_eq!(
+        sorted(slice_ips(&again, &key)),
+        ["10.0.0.139", "10.0.0.70", "10.0.1.72"],
+        "gz-2's endpoint joins"
+    );
+    let body = again
+        .store(EndpointSlices)
+        .get(&key)
+        .unwrap()
+        .native_body_value();
+    for e in body["endpoints"].as_array().unwrap() {
+        assert!(e["nodeName"].is_string(), "v1: {body}");
+        assert!(e.get("topology").is_none(), "v1: {body}");
+    }
+}
+
 /// A Service that names a key whose nodes the membership has not listed yet
 /// keeps its views as they are (a new one is not served) until it has:
 /// never filtered against half of them.

@@ -121,7 +121,7 @@ pub fn protobuf(data: &[u8]) {
 /// `UpstreamObject`s, decoding each carried object there. Invariants: what
 /// is written is JSON; a carried object that decodes is what the whole
 /// conversion (`answer`, `watch_event`) writes for it, and a watch event's
-/// object keeps the protobuf it reads back from.
+/// object keeps the bytes it was read from (the writer's copy of it).
 pub fn protobuf_answer(data: &[u8]) {
     let Some((&pick, wire)) = data.split_first() else {
         return;

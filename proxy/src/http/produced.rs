@@ -26,7 +26,9 @@ use bytes::Bytes;
 use futures::Stream;
 use parking_lot::Mutex;
 
-/// Where a producer hands its chunks to the body.
+/// Where a producer hands its chunks to the body. The producer awaits each
+/// `send` itself, one at a time (not in a task of its own, nor two at once):
+/// the body takes a chunk in the poll that parked it.
 pub struct Sink {
     slot: Arc<Mutex<Option<Bytes>>>,
 }
