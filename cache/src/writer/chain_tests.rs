@@ -21,7 +21,7 @@ use super::Writer;
 use crate::testing::obj;
 use crate::{
     topology::TopologyKeys, with_start_rv, ApiVersion, Cache, CacheConfig, Locality, ResourceKind,
-    ResourceKind::*, UpstreamObject,
+    ResourceKind::*, Served, UpstreamObject,
 };
 
 const ZONES: [&str; 3] = ["z0", "z1", "z2"];
@@ -480,7 +480,11 @@ fn read_both(kind: ResourceKind, v: &Value, listed: bool) -> (UpstreamObject, Up
     if !matches!(kind, Services | Endpoints | EndpointSlices) {
         return (obj(v), obj(v));
     }
-    let carried = crate::testing::carried(kind, ApiVersion::V1, v, listed);
+    let served = Served {
+        kind,
+        version: ApiVersion::V1,
+    };
+    let carried = crate::testing::carried(served, v, listed);
     let json = carried.value().expect("decoded");
     (carried, obj(&json))
 }

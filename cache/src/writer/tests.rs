@@ -567,34 +567,40 @@ fn a_snapshot_taken_for_another_node_is_refused() {
     assert!(err.starts_with("truncated"), "{err}");
 }
 
+/// bj-1's proxy restarted from a snapshot of `p` (its EndpointSlices in v1)
+/// by an API server downgraded meanwhile, which serves
+/// discovery.k8s.io/v1beta1 only: the restored cache and its writer, given
+/// every object again, and the v1beta1 slices it was given, as JSON.
+fn restarted_behind_v1beta1(p: &Writer) -> (Cache, Writer, Vec<Value>) {
+    let (again, slot) = restart_from(p, "bj-1");
+    again.readiness().serve_restored();
+    let mut p = slot.start("bj-1", ApiVersion::V1beta1);
+    for kind in [Nodes, Services, Endpoints] {
+        sync(&mut p, kind, world(kind));
+    }
+    let mut slices: Vec<Value> = sitegrid_fakeapi::sample::two_sites("v1beta1")
+        .into_iter()
+        .filter(|o| o["kind"] == "EndpointSlice")
+        .collect();
+    for (i, o) in slices.iter_mut().enumerate() {
+        o["metadata"]["resourceVersion"] = json!((i + 1).to_string());
+    }
+    sync(&mut p, EndpointSlices, slices.iter().cloned().map(obj));
+    (again, p, slices)
+}
+
 #[test]
 fn slices_restored_in_v1_stay_v1_when_the_api_server_serves_only_v1beta1() {
     let (cache, mut p) = writer("bj-1");
     two_sites(&mut p);
     let key = slice_key("servicegrid-demo-svc");
     let before = slice_ips(&cache, &key);
-    let (again, slot) = restart_from(&p, "bj-1");
-    again.readiness().serve_restored();
-    // The API server was downgraded meanwhile: it serves discovery.k8s.io/v1beta1 only.
-    let mut p = slot.start("bj-1", ApiVersion::V1beta1);
+    let (again, _p, _) = restarted_behind_v1beta1(&p);
     assert_eq!(
         again.native(EndpointSlices),
         ApiVersion::V1,
         "the snapshot's version"
     );
-    for kind in [Nodes, Services, Endpoints] {
-        sync(&mut p, kind, world(kind));
-    }
-    let v1beta1: Vec<UpstreamObject> = sitegrid_fakeapi::sample::two_sites("v1beta1")
-        .into_iter()
-        .filter(|o| o["kind"] == "EndpointSlice")
-        .enumerate()
-        .map(|(i, mut o)| {
-            o["metadata"]["resourceVersion"] = json!((i + 1).to_string());
-            obj(o)
-        })
-        .collect();
-    sync(&mut p, EndpointSlices, v1beta1);
     assert_eq!(again.readiness().degraded(), None);
     // Converted on arrival: stored in v1 (nodeName on each endpoint), filtered as before.
     assert_eq!(slice_ips(&again, &key), before);
@@ -615,20 +621,7 @@ fn a_slice_converted_from_a_protobuf_watch_is_recomputed_in_the_snapshots_versio
     let (_cache, mut p) = writer("bj-1");
     two_sites(&mut p);
     let key = slice_key("servicegrid-demo-svc");
-    let (again, slot) = restart_from(&p, "bj-1");
-    again.readiness().serve_restored();
-    let mut p = slot.start("bj-1", ApiVersion::V1beta1);
-    for kind in [Nodes, Services, Endpoints] {
-        sync(&mut p, kind, world(kind));
-    }
-    let mut slices: Vec<Value> = sitegrid_fakeapi::sample::two_sites("v1beta1")
-        .into_iter()
-        .filter(|o| o["kind"] == "EndpointSlice")
-        .collect();
-    for (i, o) in slices.iter_mut().enumerate() {
-        o["metadata"]["resourceVersion"] = json!((i + 1).to_string());
-    }
-    sync(&mut p, EndpointSlices, slices.iter().cloned().map(obj));
+    let (again, mut p, slices) = restarted_behind_v1beta1(&p);
     let sorted = |mut v: Vec<String>| {
         v.sort();
         v
@@ -640,7 +633,11 @@ fn a_slice_converted_from_a_protobuf_watch_is_recomputed_in_the_snapshots_versio
         .unwrap();
     demo["metadata"]["resourceVersion"] = json!("100");
     demo["metadata"]["generation"] = json!(2);
-    let event = crate::testing::carried(EndpointSlices, ApiVersion::V1beta1, &demo, false);
+    let v1beta1 = Served {
+        kind: EndpointSlices,
+        version: ApiVersion::V1beta1,
+    };
+    let event = crate::testing::carried(v1beta1, &demo, false);
     p.handle(EndpointSlices, W::Apply(event));
     assert_eq!(
         sorted(slice_ips(&again, &key)),
