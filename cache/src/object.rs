@@ -13,7 +13,10 @@ use kube::{
 };
 use serde::{Deserialize, Deserializer};
 use serde_json::{value::RawValue, Value};
-use sitegrid_apimachinery::protobuf;
+use sitegrid_apimachinery::protobuf::{
+    self,
+    to_json::{Decoded, SliceMessage},
+};
 
 /// One object as received from the API server.
 ///
@@ -61,6 +64,15 @@ pub enum UpstreamBody {
         /// list's item (kept as text) and once `value` was changed (an
         /// EndpointSlice converted to the snapshot's version).
         wire: Option<Bytes>,
+    },
+    /// An EndpointSlice read from a protobuf watch event, its endpoints not
+    /// yet written as JSON: the writer writes only those its views keep
+    /// (see `SliceMessage`).
+    ProtobufSlice {
+        /// The slice, read.
+        message: Arc<SliceMessage>,
+        /// The object as the API server sent it, as in `Protobuf`.
+        wire: Bytes,
     },
     /// The same, read as a list's item and kept as its JSON text until it
     /// is used: a list is read a page at a time and mostly stored, and a
@@ -110,6 +122,9 @@ impl UpstreamBody {
         match self {
             UpstreamBody::Json(raw) | UpstreamBody::ProtobufText(raw) => Cow::Borrowed(raw.get()),
             UpstreamBody::Protobuf { value, .. } => Cow::Owned(value.to_string()),
+            UpstreamBody::ProtobufSlice { message, .. } => {
+                Cow::Owned(SliceMessage::clone(message).into_value().to_string())
+            }
             UpstreamBody::UnreadableProtobuf => Cow::Borrowed("null"),
         }
     }
@@ -122,6 +137,9 @@ impl UpstreamBody {
                 serde_json::from_str(raw.get())
             }
             UpstreamBody::Protobuf { value, .. } => Ok(Value::clone(value)),
+            UpstreamBody::ProtobufSlice { message, .. } => {
+                Ok(SliceMessage::clone(message).into_value())
+            }
             UpstreamBody::UnreadableProtobuf => Ok(Value::Null),
         }
     }
@@ -136,6 +154,11 @@ impl UpstreamBody {
                     Err(_) => UpstreamBody::Protobuf { value, wire },
                 }
             }
+            UpstreamBody::ProtobufSlice { message, wire } => UpstreamBody::Protobuf {
+                value: Arc::new(SliceMessage::clone(&message).into_value()),
+                wire: Some(wire),
+            }
+            .into_text(),
             other => other,
         }
     }
@@ -194,8 +217,16 @@ fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
     // bytes are of no further use and go now, before that text is written,
     // so as not to leave a gap among the page's kept texts.
     let wire = (!listed).then(|| Bytes::from(wire));
-    let value = match value {
-        Ok(value) => value,
+    let body = match value {
+        Ok(Decoded::Value(value)) => UpstreamBody::Protobuf {
+            value: Arc::new(value),
+            wire,
+        },
+        // A watch event's (a list's items are read as values).
+        Ok(Decoded::Slice(message)) => UpstreamBody::ProtobufSlice {
+            message: Arc::new(message),
+            wire: wire.unwrap_or_default(),
+        },
         Err(e) => {
             return UpstreamObject {
                 metadata: ObjectMeta::default(),
@@ -204,11 +235,12 @@ fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
             }
         }
     };
-    let metadata = value.get("metadata").map(meta_of).unwrap_or_default();
-    let body = UpstreamBody::Protobuf {
-        value: Arc::new(value),
-        wire,
-    };
+    let metadata = match &body {
+        UpstreamBody::Protobuf { value, .. } => value.get("metadata").map(meta_of),
+        UpstreamBody::ProtobufSlice { message, .. } => Some(meta_of(message.metadata())),
+        _ => None,
+    }
+    .unwrap_or_default();
     let body = if listed { body.into_text() } else { body };
     UpstreamObject {
         metadata,

@@ -13,6 +13,7 @@ use std::{
 };
 
 use serde_json::Value;
+use sitegrid_apimachinery::protobuf::to_json::SliceMessage;
 
 /// The Service annotation holding the topology keys.
 pub const TOPOLOGY_KEYS_ANNOTATION: &str = "topologyKeys";
@@ -156,6 +157,30 @@ pub fn slice_refs(obj: &Value) -> Vec<EndpointRef> {
             ready: slice_endpoint_ready(ep),
         })
         .collect()
+}
+
+/// The endpoints of an EndpointSlice read from protobuf, as [`slice_refs`]
+/// reads them in its JSON.
+pub fn slice_message_refs(slice: &SliceMessage) -> Vec<EndpointRef> {
+    slice
+        .endpoints()
+        .iter()
+        .map(|e| EndpointRef {
+            node: e.node.map(str::to_owned),
+            ready: e.ready,
+        })
+        .collect()
+}
+
+/// An EndpointSlice read from protobuf as JSON, with the endpoints any of
+/// `selections` keeps: what [`project_slice`] leaves of its whole value,
+/// without writing the others.
+pub fn project_slice_message(
+    slice: SliceMessage,
+    selections: &[Selection],
+    nodes: &NodeLabels,
+) -> Value {
+    slice.into_value_keeping(|e| Selection::any_keeps(selections, e.node, nodes))
 }
 
 /// Narrows an Endpoints object in place to the addresses any of `selections`

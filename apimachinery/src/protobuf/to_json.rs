@@ -33,7 +33,9 @@
 //! is checked there, so an incomplete object is found by that client, not
 //! by the converter. The two prefixes let the client keep a list's items
 //! (read by the page, and usually stored rather than used at once) as
-//! compact text, and a watch event's object as the value it uses next.
+//! compact text, and a watch event's object as the value it uses next
+//! (an EndpointSlice as its message, [`SliceMessage`]: a client that keeps
+//! few of its endpoints writes only those).
 
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::api::discovery::{v1 as disc_v1, v1beta1 as disc_v1beta1};
@@ -154,11 +156,12 @@ fn push_carried(out: &mut String, prefix: &str, wire: &[u8]) {
 
 /// A carried object read: its JSON value (a Service, Endpoints or
 /// EndpointSlice, with its `kind` and `apiVersion`, as kube-apiserver would
-/// have written it), whether it was a list's item, and the bytes it was
-/// read from.
+/// have written it; a watch event's EndpointSlice as its message, see
+/// [`object`]), whether it was a list's item, and the bytes it was read
+/// from.
 pub struct Carried {
     /// The object, or why it does not decode completely.
-    pub value: Result<Value, DecodeError>,
+    pub value: Result<Decoded, DecodeError>,
     /// Carried as a list's item ([`CARRIED_LISTED_PREFIX`]).
     pub listed: bool,
     /// The object as the API server sent it (`k8s\0` and its envelope),
@@ -175,7 +178,9 @@ pub fn carried_value(text: &str) -> Option<Carried> {
         None => (text.strip_prefix(CARRIED_PREFIX)?, false),
     };
     let (value, wire) = match base64::engine::general_purpose::STANDARD.decode(encoded) {
-        Ok(wire) => (object_value(&wire), wire),
+        // A list's items are kept as text, written at once.
+        Ok(wire) if listed => (object_value(&wire).map(Decoded::Value), wire),
+        Ok(wire) => (object(&wire), wire),
         Err(e) => (Err(e.into()), Vec::new()),
     };
     Some(Carried {
@@ -228,6 +233,130 @@ pub fn object_value(wire: &[u8]) -> Result<Value, DecodeError> {
         }
         _ => Err(DecodeError::UnknownKind { api_version, kind }),
     }
+}
+
+/// An object read from protobuf: its JSON value, or for an EndpointSlice
+/// the message itself, its endpoints still to be written.
+#[derive(Debug, Clone)]
+pub enum Decoded {
+    /// The object as JSON.
+    Value(Value),
+    /// An EndpointSlice (v1 or v1beta1).
+    Slice(SliceMessage),
+}
+
+impl Decoded {
+    /// The object as JSON, whole.
+    pub fn into_value(self) -> Value {
+        match self {
+            Decoded::Value(v) => v,
+            Decoded::Slice(s) => s.into_value(),
+        }
+    }
+}
+
+/// An EndpointSlice read from protobuf (complete, see the module doc), its
+/// endpoints not yet written as JSON: a reader that keeps some of them (a
+/// node's proxy keeps its own site's, a few of a Service spread over many)
+/// reads what it chooses by from the message ([`SliceMessage::endpoints`])
+/// and writes only those it keeps ([`SliceMessage::into_value_keeping`]),
+/// as they would read in the whole value.
+#[derive(Debug, Clone)]
+pub struct SliceMessage {
+    /// `metadata` as JSON, written when the message was read (its labels
+    /// are read at once).
+    metadata: Value,
+    /// Boxed: a message is large beside a value.
+    slice: Box<SliceVersion>,
+}
+
+#[derive(Debug, Clone)]
+enum SliceVersion {
+    V1(disc_v1::EndpointSlice),
+    V1beta1(disc_v1beta1::EndpointSlice),
+}
+
+/// What a filter reads of an endpoint, as it reads in the endpoint's JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndpointFacts<'a> {
+    /// Its node: `nodeName`, or (v1beta1) the `kubernetes.io/hostname`
+    /// topology label.
+    pub node: Option<&'a str>,
+    /// `conditions.ready`, ready when unset (as the discovery API says).
+    pub ready: bool,
+    /// `targetRef.uid`, unless empty.
+    pub pod_uid: Option<&'a str>,
+}
+
+impl SliceMessage {
+    /// The object's `metadata`, as JSON.
+    pub fn metadata(&self) -> &Value {
+        &self.metadata
+    }
+
+    /// Each endpoint's facts, in order.
+    pub fn endpoints(&self) -> Vec<EndpointFacts<'_>> {
+        match &*self.slice {
+            SliceVersion::V1(s) => s.endpoints.iter().map(facts_v1).collect(),
+            SliceVersion::V1beta1(s) => s.endpoints.iter().map(facts_v1beta1).collect(),
+        }
+    }
+
+    /// The whole object as JSON: what [`object_value`] reads of its bytes.
+    pub fn into_value(self) -> Value {
+        self.into_value_keeping(|_| true)
+    }
+
+    /// The object as JSON with only the endpoints `keep` accepts (in order;
+    /// a list emptied by it stays an empty list).
+    pub fn into_value_keeping(self, mut keep: impl FnMut(&EndpointFacts<'_>) -> bool) -> Value {
+        let (api_version, fields) = match *self.slice {
+            SliceVersion::V1(s) => (
+                "discovery.k8s.io/v1",
+                slice_v1_parts(self.metadata, s, &mut keep),
+            ),
+            SliceVersion::V1beta1(s) => (
+                "discovery.k8s.io/v1beta1",
+                slice_v1beta1_parts(self.metadata, s, &mut keep),
+            ),
+        };
+        let mut out = Map::with_capacity(2 + fields.len());
+        out.insert("kind".into(), Value::String("EndpointSlice".into()));
+        out.insert("apiVersion".into(), Value::String(api_version.into()));
+        out.extend(fields);
+        Value::Object(out)
+    }
+}
+
+/// A Service, Endpoints or EndpointSlice (`k8s\0` + envelope), an
+/// EndpointSlice as its message ([`SliceMessage`]), the others as JSON
+/// ([`object_value`]).
+pub fn object(wire: &[u8]) -> Result<Decoded, DecodeError> {
+    let (api_version, kind, raw) = envelope_parts(wire)?;
+    let k = kind.as_str();
+    let slice = match (api_version.as_str(), k) {
+        ("discovery.k8s.io/v1", "EndpointSlice") => {
+            let mut s: disc_v1::EndpointSlice = read::<_, SliceShim>(&raw, k)?;
+            let metadata = object_meta(s.metadata.take());
+            SliceMessage {
+                metadata,
+                slice: Box::new(SliceVersion::V1(s)),
+            }
+        }
+        ("discovery.k8s.io/v1beta1", "EndpointSlice") => {
+            let mut s: disc_v1beta1::EndpointSlice = read::<_, SliceShim>(&raw, k)?;
+            let metadata = object_meta(s.metadata.take());
+            SliceMessage {
+                metadata,
+                slice: Box::new(SliceVersion::V1beta1(s)),
+            }
+        }
+        ("v1", "Service" | "Endpoints") => {
+            return typed_value(api_version, kind, &raw).map(Decoded::Value)
+        }
+        _ => return Err(DecodeError::UnknownKind { api_version, kind }),
+    };
+    Ok(Decoded::Slice(slice))
 }
 
 /// The `apiVersion`, `kind` and message of an object on the wire (`k8s\0`
@@ -830,46 +959,79 @@ fn hints(for_zones: Vec<Option<String>>, for_nodes: Vec<Option<String>>) -> Valu
 
 /// `slice_v1` and `slice_v1beta1`: the same fields in the same order but
 /// for the endpoint's topology (`$topology`, written with the endpoint `$e`
-/// into its JSON `$r` after `targetRef`).
+/// into its JSON `$r` after `targetRef`) and where its node is named
+/// (`$node`, of the endpoint `$f`). Each version gets its slice as JSON
+/// (`$name`), the same with only the endpoints a filter keeps and its
+/// metadata already written (`$parts`), and what the filter reads of an
+/// endpoint (`$facts`).
 macro_rules! slice_version {
-    ($name:ident, $m:ident, |$e:ident, $r:ident| $topology:block) => {
-        fn $name(s: $m::EndpointSlice) -> Map<String, Value> {
+    ($name:ident, $parts:ident, $facts:ident, $m:ident,
+     |$f:ident| $node:expr, |$e:ident, $r:ident| $topology:block) => {
+        fn $name(mut s: $m::EndpointSlice) -> Map<String, Value> {
+            let metadata = object_meta(s.metadata.take());
+            $parts(metadata, s, &mut |_| true)
+        }
+
+        fn $facts($f: &$m::Endpoint) -> EndpointFacts<'_> {
+            EndpointFacts {
+                node: $node,
+                ready: $f.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true),
+                pod_uid: $f
+                    .target_ref
+                    .as_ref()
+                    .and_then(|t| t.uid.as_deref())
+                    .filter(|u| !u.is_empty()),
+            }
+        }
+
+        fn $parts(
+            metadata: Value,
+            s: $m::EndpointSlice,
+            keep: &mut dyn FnMut(&EndpointFacts<'_>) -> bool,
+        ) -> Map<String, Value> {
             let mut out = Map::with_capacity(4);
-            out.insert("metadata".into(), object_meta(s.metadata));
+            out.insert("metadata".into(), metadata);
             out.insert(
                 "addressType".into(),
                 s.address_type.unwrap_or_default().into(),
             );
-            let endpoints = s
-                .endpoints
-                .into_iter()
-                .map(|$e| {
-                    let mut $r = Map::with_capacity(8);
-                    $r.insert("addresses".into(), list_or_null(strings($e.addresses)));
-                    let c = $e.conditions.unwrap_or_default();
-                    let mut conditions = Map::with_capacity(3);
-                    put_opt(&mut conditions, "ready", c.ready);
-                    put_opt(&mut conditions, "serving", c.serving);
-                    put_opt(&mut conditions, "terminating", c.terminating);
-                    $r.insert("conditions".into(), obj(conditions));
-                    put_opt(&mut $r, "hostname", $e.hostname);
-                    if let Some(t) = $e.target_ref {
-                        $r.insert("targetRef".into(), object_reference(t));
-                    }
-                    $topology
-                    if let Some(h) = $e.hints {
-                        $r.insert(
-                            "hints".into(),
-                            hints(
-                                h.for_zones.into_iter().map(|z| z.name).collect(),
-                                h.for_nodes.into_iter().map(|n| n.name).collect(),
-                            ),
-                        );
-                    }
-                    obj($r)
-                })
-                .collect();
-            out.insert("endpoints".into(), list_or_null(endpoints));
+            // Go writes an empty list as null; one the filter emptied stays a list.
+            let endpoints = if s.endpoints.is_empty() {
+                Value::Null
+            } else {
+                Value::Array(
+                    s.endpoints
+                        .into_iter()
+                        .filter(|e| keep(&$facts(e)))
+                        .map(|$e| {
+                            let mut $r = Map::with_capacity(8);
+                            $r.insert("addresses".into(), list_or_null(strings($e.addresses)));
+                            let c = $e.conditions.unwrap_or_default();
+                            let mut conditions = Map::with_capacity(3);
+                            put_opt(&mut conditions, "ready", c.ready);
+                            put_opt(&mut conditions, "serving", c.serving);
+                            put_opt(&mut conditions, "terminating", c.terminating);
+                            $r.insert("conditions".into(), obj(conditions));
+                            put_opt(&mut $r, "hostname", $e.hostname);
+                            if let Some(t) = $e.target_ref {
+                                $r.insert("targetRef".into(), object_reference(t));
+                            }
+                            $topology
+                            if let Some(h) = $e.hints {
+                                $r.insert(
+                                    "hints".into(),
+                                    hints(
+                                        h.for_zones.into_iter().map(|z| z.name).collect(),
+                                        h.for_nodes.into_iter().map(|n| n.name).collect(),
+                                    ),
+                                );
+                            }
+                            obj($r)
+                        })
+                        .collect(),
+                )
+            };
+            out.insert("endpoints".into(), endpoints);
             let ports = s
                 .ports
                 .into_iter()
@@ -888,16 +1050,35 @@ macro_rules! slice_version {
     };
 }
 
-slice_version!(slice_v1, disc_v1, |e, r| {
-    put_map(&mut r, "deprecatedTopology", e.deprecated_topology);
-    put_opt(&mut r, "nodeName", e.node_name);
-    put_opt(&mut r, "zone", e.zone);
-});
+slice_version!(
+    slice_v1,
+    slice_v1_parts,
+    facts_v1,
+    disc_v1,
+    |e| e.node_name.as_deref(),
+    |e, r| {
+        put_map(&mut r, "deprecatedTopology", e.deprecated_topology);
+        put_opt(&mut r, "nodeName", e.node_name);
+        put_opt(&mut r, "zone", e.zone);
+    }
+);
 
-slice_version!(slice_v1beta1, disc_v1beta1, |e, r| {
-    put_map(&mut r, "topology", e.topology);
-    put_opt(&mut r, "nodeName", e.node_name);
-});
+// v1beta1 names the node in `nodeName` (1.20 and later) or in the
+// hostname topology label.
+slice_version!(
+    slice_v1beta1,
+    slice_v1beta1_parts,
+    facts_v1beta1,
+    disc_v1beta1,
+    |e| e
+        .node_name
+        .as_deref()
+        .or_else(|| e.topology.get("kubernetes.io/hostname").map(String::as_str)),
+    |e, r| {
+        put_map(&mut r, "topology", e.topology);
+        put_opt(&mut r, "nodeName", e.node_name);
+    }
+);
 
 fn status(s: meta::Status) -> Map<String, Value> {
     let mut out = Map::new();

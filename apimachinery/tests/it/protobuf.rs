@@ -473,3 +473,86 @@ fn sitegrid_protobuf_lists_read_back_as_the_json_they_were_made_from() {
         assert_eq!(back, json, "{name}");
     }
 }
+
+/// A list as it is on the wire: its items' messages as they are.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawItems {
+    #[prost(bytes = "vec", repeated, tag = "2")]
+    items: Vec<Vec<u8>>,
+}
+
+/// An EndpointSlice read as its message (as a watch event's is): whole, it
+/// reads as kube-apiserver's JSON of it; what a filter reads of each
+/// endpoint is what its JSON says (the node by `nodeName` or the hostname
+/// label, readiness unset read as ready, the pod's uid); with a filter, the
+/// endpoints it keeps are written, in order, and no other.
+#[test]
+fn an_endpointslice_read_as_its_message_reads_as_the_apiservers_json() {
+    use protobuf::to_json::{self, Decoded};
+    let json = golden_json("endpointslices-list.json");
+    let theirs = unknown(&golden("endpointslices-list.pb"));
+    let raw = RawItems::decode(theirs.raw.as_deref().unwrap()).unwrap();
+    let items = json["items"].as_array().unwrap();
+    assert_eq!(raw.items.len(), items.len());
+    let mut endpoints = 0;
+    for (message, item) in raw.items.iter().zip(items) {
+        let wire = protobuf::envelope("discovery.k8s.io/v1beta1", "EndpointSlice", message);
+        let Decoded::Slice(slice) = to_json::object(&wire).unwrap() else {
+            panic!("an EndpointSlice is read as its message");
+        };
+        let mut whole = item.clone();
+        whole["kind"] = "EndpointSlice".into();
+        whole["apiVersion"] = "discovery.k8s.io/v1beta1".into();
+        let listed: Vec<Value> = item["endpoints"].as_array().cloned().unwrap_or_default();
+        endpoints += listed.len();
+        let facts: Vec<(Option<String>, bool, Option<String>)> = slice
+            .endpoints()
+            .iter()
+            .map(|f| {
+                (
+                    f.node.map(str::to_owned),
+                    f.ready,
+                    f.pod_uid.map(str::to_owned),
+                )
+            })
+            .collect();
+        let said: Vec<(Option<String>, bool, Option<String>)> = listed
+            .iter()
+            .map(|e| {
+                let node = e["nodeName"]
+                    .as_str()
+                    .or(e["topology"]["kubernetes.io/hostname"].as_str());
+                (
+                    node.map(str::to_owned),
+                    e["conditions"]["ready"].as_bool().unwrap_or(true),
+                    e["targetRef"]["uid"].as_str().map(str::to_owned),
+                )
+            })
+            .collect();
+        assert_eq!(facts, said, "{}", item["metadata"]["name"]);
+        // Every other endpoint, counted as the filter is asked.
+        let mut asked = 0;
+        let odd = slice.clone().into_value_keeping(|_| {
+            asked += 1;
+            asked % 2 == 1
+        });
+        let mut expected = whole.clone();
+        if !listed.is_empty() {
+            expected["endpoints"] = listed.iter().step_by(2).cloned().collect();
+        }
+        assert_eq!(odd, expected, "{}", item["metadata"]["name"]);
+        assert_eq!(asked, listed.len(), "each endpoint asked about once");
+        let none = slice.clone().into_value_keeping(|_| false);
+        assert_eq!(
+            none["endpoints"],
+            if listed.is_empty() {
+                Value::Null
+            } else {
+                Value::Array(Vec::new())
+            },
+            "a list the filter emptied stays a list"
+        );
+        assert_eq!(slice.into_value(), whole);
+    }
+    assert!(endpoints > 2, "the capture has endpoints to choose from");
+}

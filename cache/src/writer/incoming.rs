@@ -4,7 +4,7 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use serde_json::{Map, Value};
-use sitegrid_apimachinery::protobuf;
+use sitegrid_apimachinery::protobuf::{self, to_json::Decoded};
 
 use crate::{
     encode::codec::{Codec, Family, Packed},
@@ -130,7 +130,10 @@ impl Stored {
             // part of taking in a change.
             UpstreamBody::Protobuf {
                 wire: Some(wire), ..
-            } => codec.pack(Family::upstream_protobuf(kind), wire),
+            }
+            | UpstreamBody::ProtobufSlice { wire, .. } => {
+                codec.pack(Family::upstream_protobuf(kind), wire)
+            }
             body => codec.pack(Family::upstream(kind), body.json().as_bytes()),
         };
         Stored {
@@ -153,6 +156,12 @@ impl Stored {
 
     /// The kept object (Endpoints and EndpointSlices) as JSON.
     pub(super) fn value(&self) -> Option<Value> {
+        self.decoded().map(Decoded::into_value)
+    }
+
+    /// The kept object as it reads: an EndpointSlice kept as protobuf as its
+    /// message, anything else as JSON.
+    pub(super) fn decoded(&self) -> Option<Decoded> {
         let raw = self.raw.as_ref()?.try_unpack()?;
         Some(parse(&raw))
     }
@@ -161,13 +170,13 @@ impl Stored {
 /// An object the API server sent, in protobuf (which begins with its magic
 /// bytes) or JSON; it was read once when it arrived, so a failure here is
 /// not expected: it yields an empty object.
-fn parse(raw: &[u8]) -> Value {
+fn parse(raw: &[u8]) -> Decoded {
     let read = if raw.starts_with(protobuf::MAGIC) {
-        protobuf::to_json::object_value(raw).ok()
+        protobuf::to_json::object(raw).ok()
     } else {
-        serde_json::from_slice(raw).ok()
+        serde_json::from_slice(raw).ok().map(Decoded::Value)
     };
-    read.unwrap_or_else(|| Value::Object(Map::new()))
+    read.unwrap_or_else(|| Decoded::Value(Value::Object(Map::new())))
 }
 
 /// `ns/service` of an EndpointSlice, from its `kubernetes.io/service-name` label.

@@ -29,6 +29,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
+use sitegrid_apimachinery::protobuf::to_json::SliceMessage;
 
 /// A pod as its kubelet last reported it while the API server was unreachable.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +62,16 @@ impl LocalPods {
 
     pub(super) fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Whether a report applies to an endpoint of `slice` (read from
+    /// protobuf; the same endpoints [`LocalPods::of`] finds in its JSON).
+    pub(super) fn concerns(&self, slice: &SliceMessage) -> bool {
+        !self.is_empty()
+            && slice.endpoints().iter().any(|e| match (e.node, e.pod_uid) {
+                (Some(node), Some(uid)) => self.0.contains_key(&(node.to_owned(), uid.to_owned())),
+                _ => false,
+            })
     }
 
     /// The report for the endpoint `e` (`targetRef`, and its node under

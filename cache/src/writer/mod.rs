@@ -34,10 +34,11 @@ use super::{
     topology::{NodeLabels, TopologyKeys},
     Cache, Change, EventType, Locality, NodeScopes, Shared, View,
 };
-use crate::UpstreamObject;
+use crate::{UpstreamBody, UpstreamObject};
 use incoming::{Incoming, Once, Rv, Stored};
 use persisting::Persister;
 use project::ServiceLinks;
+use sitegrid_apimachinery::protobuf::to_json::Decoded;
 use unreadable::Skipped;
 
 pub use local::LocalPod;
@@ -173,11 +174,12 @@ pub struct Writer {
     local: LocalPods,
 }
 
-/// The object of the watch event being handled, as parsed when it arrived.
+/// The object of the watch event being handled, as parsed when it arrived
+/// (an EndpointSlice read from protobuf as its message).
 struct Parsed {
     kind: ResourceKind,
     key: String,
-    value: Value,
+    value: Decoded,
 }
 
 /// Changes collected while handling one upstream event.
@@ -379,15 +381,32 @@ impl Writer {
                 Some(read) => {
                     let key = obj.key();
                     self.readable_again(kind, &key);
+                    let message = match &obj.body {
+                        UpstreamBody::ProtobufSlice { message, .. } => Some(Arc::clone(message)),
+                        _ => None,
+                    };
                     // Kept as text: read here.
-                    let value = read.unwrap_or_else(|| Arc::new(obj.value().unwrap_or_default()));
+                    let value = match (read, &message) {
+                        (Some(value), _) => Some(value),
+                        (None, Some(_)) => None,
+                        (None, None) => Some(Arc::new(obj.value().unwrap_or_default())),
+                    };
                     let incoming = Incoming::new(self.cache.codec(), kind, obj);
                     // Parsed once: its views are made from this copy (the
                     // object's own, unless `incoming` keeps it too).
+                    let value = match (value, message) {
+                        (Some(v), _) => {
+                            Decoded::Value(Arc::try_unwrap(v).unwrap_or_else(|v| Value::clone(&v)))
+                        }
+                        (None, Some(m)) => {
+                            Decoded::Slice(Arc::try_unwrap(m).unwrap_or_else(|m| (*m).clone()))
+                        }
+                        (None, None) => Decoded::Value(Value::default()),
+                    };
                     self.parsed = Some(Parsed {
                         kind,
                         key: key.clone(),
-                        value: Arc::try_unwrap(value).unwrap_or_else(|v| Value::clone(&v)),
+                        value,
                     });
                     self.changed(kind, vec![(key, incoming)], Vec::new(), batch);
                     self.parsed = None;
@@ -428,6 +447,29 @@ impl Writer {
         key: &str,
         once: Option<&Once>,
     ) -> Option<Value> {
+        if let Some(arrived) = self.take_parsed(kind, key) {
+            return Some(arrived.into_value());
+        }
+        if let Some(once) = once {
+            return Some(once.value());
+        }
+        self.upstream[kind].objects.get(key)?.value()
+    }
+
+    /// The EndpointSlice `key` as [`Writer::upstream_value`] finds it, one
+    /// read from protobuf as its message (its endpoints written once chosen).
+    fn upstream_slice(&mut self, key: &str) -> Option<Decoded> {
+        if let Some(arrived) = self.take_parsed(ResourceKind::EndpointSlices, key) {
+            return Some(arrived);
+        }
+        self.upstream[ResourceKind::EndpointSlices]
+            .objects
+            .get(key)?
+            .decoded()
+    }
+
+    /// The object that just arrived, if it is `key` of `kind` (taken).
+    fn take_parsed(&mut self, kind: ResourceKind, key: &str) -> Option<Decoded> {
         if self
             .parsed
             .as_ref()
@@ -435,10 +477,7 @@ impl Writer {
         {
             return self.parsed.take().map(|a| a.value);
         }
-        if let Some(once) = once {
-            return Some(once.value());
-        }
-        self.upstream[kind].objects.get(key)?.value()
+        None
     }
 
     /// A relist completed: swap it in, emitting only the differences.

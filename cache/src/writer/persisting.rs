@@ -175,7 +175,7 @@ pub(super) fn convert(
             wire: None,
         };
         let body = match &obj.body {
-            UpstreamBody::Protobuf { .. } => converted,
+            UpstreamBody::Protobuf { .. } | UpstreamBody::ProtobufSlice { .. } => converted,
             UpstreamBody::ProtobufText(_) => converted.into_text(),
             _ => match converted.into_text() {
                 UpstreamBody::ProtobufText(raw) => UpstreamBody::Json(raw),

@@ -10,6 +10,8 @@ use std::{
 
 use tracing::{debug, warn};
 
+use sitegrid_apimachinery::protobuf::to_json::Decoded;
+
 use super::{Batch, Once, Stored, Writer};
 use crate::{
     kind::ResourceKind,
@@ -323,24 +325,49 @@ impl Writer {
             return;
         }
         let slice_keys = self.services.slices_of(service).to_vec();
-        let mut values: Vec<(Box<str>, serde_json::Value)> = Vec::with_capacity(slice_keys.len());
+        // A slice read from protobuf stays a message until its endpoints are
+        // chosen, and only those kept are written as JSON (a node's proxy
+        // keeps its site's, few of a Service spread over many sites).
+        let mut slices: Vec<(Box<str>, Decoded)> = Vec::with_capacity(slice_keys.len());
         for k in slice_keys {
-            if let Some(mut v) = self.upstream_value(ResourceKind::EndpointSlices, &k, None) {
-                self.local.apply_slice(&mut v);
-                values.push((k, v));
-            }
+            let slice = match self.upstream_slice(&k) {
+                // The node's reports rewrite their pods' endpoints (in JSON).
+                Some(Decoded::Slice(m)) if self.local.concerns(&m) => {
+                    Decoded::Value(m.into_value())
+                }
+                Some(s) => s,
+                None => continue,
+            };
+            let slice = match slice {
+                Decoded::Value(mut v) => {
+                    self.local.apply_slice(&mut v);
+                    Decoded::Value(v)
+                }
+                message => message,
+            };
+            slices.push((k, slice));
         }
-        if let Some(keys) = self.services.keys(service) {
-            let refs: Vec<_> = values
+        let selections = self.services.keys(service).map(|keys| {
+            let refs: Vec<_> = slices
                 .iter()
-                .flat_map(|(_, v)| topology::slice_refs(v))
+                .flat_map(|(_, s)| match s {
+                    Decoded::Value(v) => topology::slice_refs(v),
+                    Decoded::Slice(m) => topology::slice_message_refs(m),
+                })
                 .collect();
-            let selections = self.selections(keys, &refs);
-            for (_, v) in values.iter_mut() {
-                topology::project_slice(v, &selections, &self.nodes);
-            }
-        }
-        for (key, value) in values {
+            self.selections(keys, &refs)
+        });
+        for (key, slice) in slices {
+            let value = match (slice, &selections) {
+                (Decoded::Value(mut v), Some(selections)) => {
+                    topology::project_slice(&mut v, selections, &self.nodes);
+                    v
+                }
+                (Decoded::Slice(m), Some(selections)) => {
+                    topology::project_slice_message(m, selections, &self.nodes)
+                }
+                (slice, None) => slice.into_value(),
+            };
             self.emit(ResourceKind::EndpointSlices, &key, Some(value), batch);
         }
     }

@@ -662,6 +662,69 @@ fn a_slice_converted_from_a_protobuf_watch_is_recomputed_in_the_snapshots_versio
     }
 }
 
+/// Offline, bj-1's kubelet reports its pod at a new address while the demo
+/// slice changes in a protobuf watch event (read as its message, its
+/// endpoints written only once chosen): the report reaches the slice's view
+/// as it does one read in JSON, and guangzhou's endpoints stay out.
+#[test]
+fn the_kubelets_report_reaches_a_slice_read_from_protobuf() {
+    let key = slice_key("servicegrid-demo-svc");
+    let mut demo = sitegrid_fakeapi::sample::two_sites("v1")
+        .into_iter()
+        .find(|o| {
+            o["kind"] == "EndpointSlice" && key.ends_with(o["metadata"]["name"].as_str().unwrap())
+        })
+        .unwrap();
+    let uid = demo["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["addresses"][0] == "10.0.0.70")
+        .unwrap()["targetRef"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    demo["metadata"]["resourceVersion"] = json!("100");
+    let v1 = Served {
+        kind: EndpointSlices,
+        version: ApiVersion::V1,
+    };
+    let mut served = Vec::new();
+    for protobuf in [false, true] {
+        let (cache, mut p) = writer("bj-1");
+        two_sites(&mut p);
+        p.local_changed(vec![super::LocalPod {
+            uid: uid.clone(),
+            node: "bj-1".into(),
+            ips: vec!["10.0.0.99".into()],
+            ready: true,
+            running: true,
+        }]);
+        let event = if protobuf {
+            crate::testing::carried(v1, &demo, false)
+        } else {
+            obj(demo.clone())
+        };
+        p.handle(EndpointSlices, W::Apply(event));
+        let mut ips = slice_ips(&cache, &key);
+        ips.sort();
+        assert_eq!(ips, ["10.0.0.99", "10.0.1.72"], "protobuf: {protobuf}");
+        served.push(
+            cache
+                .store(EndpointSlices)
+                .get(&key)
+                .unwrap()
+                .native_body_value(),
+        );
+    }
+    // The sample's JSON is not in kube-apiserver's field order: the
+    // endpoints are what compares.
+    assert_eq!(
+        served[0]["endpoints"], served[1]["endpoints"],
+        "read from JSON, then from protobuf"
+    );
+}
+
 /// A Service that names a key whose nodes the membership has not listed yet
 /// keeps its views as they are (a new one is not served) until it has:
 /// never filtered against half of them.

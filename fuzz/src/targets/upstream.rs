@@ -161,16 +161,19 @@ pub fn protobuf_answer(data: &[u8]) {
         match serde_json::from_slice::<WatchEvent<UpstreamObject>>(&line) {
             Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => {
                 let _ = (o.key(), o.upstream_rv());
-                if let (UpstreamBody::Protobuf { value: v, wire }, Some(whole)) = (&o.body, &whole)
-                {
-                    assert_eq!(
-                        **v, whole["object"],
-                        "the event's object carried and decoded"
-                    );
+                let read = match &o.body {
+                    UpstreamBody::Protobuf { wire, .. } => Some((o.value(), wire.clone())),
+                    UpstreamBody::ProtobufSlice { wire, .. } => {
+                        Some((o.value(), Some(wire.clone())))
+                    }
+                    _ => None,
+                };
+                if let (Some((Ok(v), wire)), Some(whole)) = (read, &whole) {
+                    assert_eq!(v, whole["object"], "the event's object carried and decoded");
                     // What the writer keeps of it reads back as the same.
                     let kept = wire.as_deref().map(protobuf::to_json::object_value);
                     assert!(
-                        matches!(&kept, Some(Ok(again)) if again == &**v),
+                        matches!(&kept, Some(Ok(again)) if again == &v),
                         "the kept protobuf reads as the object"
                     );
                 }

@@ -442,7 +442,9 @@ mod tests {
     /// `o` as the JSON value it was decoded into from protobuf.
     fn decoded(o: &UpstreamObject) -> Value {
         match &o.body {
-            UpstreamBody::Protobuf { .. } | UpstreamBody::ProtobufText(_) => o.value().unwrap(),
+            UpstreamBody::Protobuf { .. }
+            | UpstreamBody::ProtobufSlice { .. }
+            | UpstreamBody::ProtobufText(_) => o.value().unwrap(),
             other => panic!("{} was not decoded from protobuf: {other:?}", o.key()),
         }
     }
@@ -609,7 +611,9 @@ mod tests {
             };
             let read = |o: &UpstreamObject| match o.body {
                 UpstreamBody::Json(_) => format!("{} json", o.key()),
-                UpstreamBody::Protobuf { .. } | UpstreamBody::ProtobufText(_) => {
+                UpstreamBody::Protobuf { .. }
+                | UpstreamBody::ProtobufSlice { .. }
+                | UpstreamBody::ProtobufText(_) => {
                     format!("{} protobuf", o.key())
                 }
                 UpstreamBody::UnreadableProtobuf => format!("{} unreadable", o.key()),
