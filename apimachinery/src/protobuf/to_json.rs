@@ -335,22 +335,8 @@ pub fn object(wire: &[u8]) -> Result<Decoded, DecodeError> {
     let (api_version, kind, raw) = envelope_parts(wire)?;
     let k = kind.as_str();
     let slice = match (api_version.as_str(), k) {
-        ("discovery.k8s.io/v1", "EndpointSlice") => {
-            let mut s: disc_v1::EndpointSlice = read::<_, SliceShim>(&raw, k)?;
-            let metadata = object_meta(s.metadata.take());
-            SliceMessage {
-                metadata,
-                slice: Box::new(SliceVersion::V1(s)),
-            }
-        }
-        ("discovery.k8s.io/v1beta1", "EndpointSlice") => {
-            let mut s: disc_v1beta1::EndpointSlice = read::<_, SliceShim>(&raw, k)?;
-            let metadata = object_meta(s.metadata.take());
-            SliceMessage {
-                metadata,
-                slice: Box::new(SliceVersion::V1beta1(s)),
-            }
-        }
+        ("discovery.k8s.io/v1", "EndpointSlice") => message_v1(&raw, k)?,
+        ("discovery.k8s.io/v1beta1", "EndpointSlice") => message_v1beta1(&raw, k)?,
         ("v1", "Service" | "Endpoints") => {
             return typed_value(api_version, kind, &raw).map(Decoded::Value)
         }
@@ -961,15 +947,24 @@ fn hints(for_zones: Vec<Option<String>>, for_nodes: Vec<Option<String>>) -> Valu
 /// for the endpoint's topology (`$topology`, written with the endpoint `$e`
 /// into its JSON `$r` after `targetRef`) and where its node is named
 /// (`$node`, of the endpoint `$f`). Each version gets its slice as JSON
-/// (`$name`), the same with only the endpoints a filter keeps and its
-/// metadata already written (`$parts`), and what the filter reads of an
+/// (`$name`), as a [`SliceMessage`] (`$message`, its `SliceVersion`
+/// `$variant`), the same JSON with only the endpoints a filter keeps and
+/// its metadata already written (`$parts`), and what the filter reads of an
 /// endpoint (`$facts`).
 macro_rules! slice_version {
-    ($name:ident, $parts:ident, $facts:ident, $m:ident,
+    ($name:ident, $message:ident, $variant:ident, $parts:ident, $facts:ident, $m:ident,
      |$f:ident| $node:expr, |$e:ident, $r:ident| $topology:block) => {
         fn $name(mut s: $m::EndpointSlice) -> Map<String, Value> {
             let metadata = object_meta(s.metadata.take());
             $parts(metadata, s, &mut |_| true)
+        }
+
+        fn $message(raw: &[u8], kind: &str) -> Result<SliceMessage, DecodeError> {
+            let mut s: $m::EndpointSlice = read::<_, SliceShim>(raw, kind)?;
+            Ok(SliceMessage {
+                metadata: object_meta(s.metadata.take()),
+                slice: Box::new(SliceVersion::$variant(s)),
+            })
         }
 
         fn $facts($f: &$m::Endpoint) -> EndpointFacts<'_> {
@@ -1052,6 +1047,8 @@ macro_rules! slice_version {
 
 slice_version!(
     slice_v1,
+    message_v1,
+    V1,
     slice_v1_parts,
     facts_v1,
     disc_v1,
@@ -1067,6 +1064,8 @@ slice_version!(
 // hostname topology label.
 slice_version!(
     slice_v1beta1,
+    message_v1beta1,
+    V1beta1,
     slice_v1beta1_parts,
     facts_v1beta1,
     disc_v1beta1,
