@@ -21,7 +21,8 @@ use sitegrid_apimachinery::protobuf::{
 /// One object as received from the API server.
 ///
 /// Its body is kept as it came ([`UpstreamBody`]): JSON verbatim (compact, in the
-/// server's key order), or, read from protobuf, the value decoded once; the
+/// server's key order), or, read from protobuf, the value decoded once (a
+/// watch event's EndpointSlice as its message); the
 /// projector derives views from it. Only the metadata the proxy reads is
 /// parsed up front (name, namespace, resourceVersion, labels,
 /// annotations): the watcher tracks resourceVersions through it.
@@ -154,11 +155,14 @@ impl UpstreamBody {
                     Err(_) => UpstreamBody::Protobuf { value, wire },
                 }
             }
-            UpstreamBody::ProtobufSlice { message, wire } => UpstreamBody::Protobuf {
-                value: Arc::new(SliceMessage::clone(&message).into_value()),
-                wire: Some(wire),
+            UpstreamBody::ProtobufSlice { message, wire } => {
+                let message = Arc::try_unwrap(message).unwrap_or_else(|m| SliceMessage::clone(&m));
+                UpstreamBody::Protobuf {
+                    value: Arc::new(message.into_value()),
+                    wire: Some(wire),
+                }
+                .into_text()
             }
-            .into_text(),
             other => other,
         }
     }
