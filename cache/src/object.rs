@@ -66,6 +66,10 @@ pub enum UpstreamBody {
         /// EndpointSlice converted to the snapshot's version).
         wire: Option<Bytes>,
     },
+    /// `Protobuf`'s value, read as a list's item and kept as its JSON text until it
+    /// is used: a list is read a page at a time and mostly stored, and a
+    /// page's decoded values would take several times the memory.
+    ProtobufText(Arc<RawValue>),
     /// An EndpointSlice read from a protobuf watch event, its endpoints not
     /// yet written as JSON: the writer writes only those its views keep
     /// (see `SliceMessage`).
@@ -75,10 +79,6 @@ pub enum UpstreamBody {
         /// The object as the API server sent it, as in `Protobuf`.
         wire: Bytes,
     },
-    /// The same, read as a list's item and kept as its JSON text until it
-    /// is used: a list is read a page at a time and mostly stored, and a
-    /// page's decoded values would take several times the memory.
-    ProtobufText(Arc<RawValue>),
     /// A carried object that does not decode completely: fields this build
     /// does not know (a newer API server's), or broken bytes. The reflector
     /// reads its resource in JSON instead; `invalid` says why.
@@ -221,17 +221,17 @@ fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
     // bytes are of no further use and go now, before that text is written,
     // so as not to leave a gap among the page's kept texts.
     let wire = (!listed).then(|| Bytes::from(wire));
-    let body = match value {
-        Ok(Decoded::Value(value)) => UpstreamBody::Protobuf {
-            value: Arc::new(value),
+    let body = match (value, wire) {
+        // A watch event's EndpointSlice (a list's items are read as values).
+        (Ok(Decoded::Slice(message)), Some(wire)) => UpstreamBody::ProtobufSlice {
+            message: Arc::new(message),
             wire,
         },
-        // A watch event's (a list's items are read as values).
-        Ok(Decoded::Slice(message)) => UpstreamBody::ProtobufSlice {
-            message: Arc::new(message),
-            wire: wire.unwrap_or_default(),
+        (Ok(decoded), wire) => UpstreamBody::Protobuf {
+            value: Arc::new(decoded.into_value()),
+            wire,
         },
-        Err(e) => {
+        (Err(e), _) => {
             return UpstreamObject {
                 metadata: ObjectMeta::default(),
                 body: UpstreamBody::UnreadableProtobuf,

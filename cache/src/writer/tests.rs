@@ -717,7 +717,9 @@ fn the_kubelets_report_reaches_a_slice_read_from_protobuf() {
                 .native_body_value(),
         );
     }
-    // The sample's JSON is not in kube-apiserver's field order: the
+    // The sample's JSON leaves out what kube-apiserver writes of an empty
+    // field (`creationTimestamp: null`, which the object read from
+    // protobuf has), and each writer numbers its own versions: the
     // endpoints are what compares.
     assert_eq!(
         served[0]["endpoints"], served[1]["endpoints"],
