@@ -145,6 +145,16 @@ impl UpstreamBody {
         }
     }
 
+    /// The object as the API server sent it in protobuf (`k8s\0` and its
+    /// envelope), where it is kept: a watch event's, not converted.
+    pub fn wire(&self) -> Option<&Bytes> {
+        match self {
+            UpstreamBody::Protobuf { wire, .. } => wire.as_ref(),
+            UpstreamBody::ProtobufSlice { wire, .. } => Some(wire),
+            _ => None,
+        }
+    }
+
     /// A decoded body as its text ([`UpstreamBody::ProtobufText`]), to be
     /// kept rather than used at once; any other as it is.
     pub fn into_text(self) -> UpstreamBody {
@@ -155,14 +165,11 @@ impl UpstreamBody {
                     Err(_) => UpstreamBody::Protobuf { value, wire },
                 }
             }
-            UpstreamBody::ProtobufSlice { message, wire } => {
-                let message = Arc::try_unwrap(message).unwrap_or_else(|m| SliceMessage::clone(&m));
-                UpstreamBody::Protobuf {
-                    value: Arc::new(message.into_value()),
-                    wire: Some(wire),
-                }
-                .into_text()
+            UpstreamBody::ProtobufSlice { message, wire } => UpstreamBody::Protobuf {
+                value: Arc::new(Arc::unwrap_or_clone(message).into_value()),
+                wire: Some(wire),
             }
+            .into_text(),
             other => other,
         }
     }

@@ -13,7 +13,7 @@ use std::{
 };
 
 use serde_json::Value;
-use sitegrid_apimachinery::protobuf::to_json::SliceMessage;
+use sitegrid_apimachinery::protobuf::to_json::Decoded;
 
 /// The Service annotation holding the topology keys.
 pub const TOPOLOGY_KEYS_ANNOTATION: &str = "topologyKeys";
@@ -159,28 +159,37 @@ pub fn slice_refs(obj: &Value) -> Vec<EndpointRef> {
         .collect()
 }
 
-/// The endpoints of an EndpointSlice read from protobuf, as [`slice_refs`]
-/// reads them in its JSON.
-pub fn slice_message_refs(slice: &SliceMessage) -> Vec<EndpointRef> {
-    slice
-        .endpoints()
-        .iter()
-        .map(|e| EndpointRef {
-            node: e.node.map(str::to_owned),
-            ready: e.ready,
-        })
-        .collect()
+/// [`slice_refs`] of an EndpointSlice as JSON or read from protobuf (from
+/// its message, as they read in its JSON).
+pub fn decoded_slice_refs(slice: &Decoded) -> Vec<EndpointRef> {
+    match slice {
+        Decoded::Value(v) => slice_refs(v),
+        Decoded::Slice(m) => m
+            .endpoints()
+            .map(|e| EndpointRef {
+                node: e.node.map(str::to_owned),
+                ready: e.ready,
+            })
+            .collect(),
+    }
 }
 
-/// An EndpointSlice read from protobuf as JSON, with the endpoints any of
-/// `selections` keeps: what [`project_slice`] leaves of its whole value,
-/// without writing the others.
-pub fn project_slice_message(
-    slice: SliceMessage,
+/// [`project_slice`] of an EndpointSlice as JSON or read from protobuf:
+/// from its message, only the endpoints kept are written.
+pub fn project_decoded_slice(
+    slice: Decoded,
     selections: &[Selection],
     nodes: &NodeLabels,
 ) -> Value {
-    slice.into_value_keeping(|e| Selection::any_keeps(selections, e.node, nodes))
+    match slice {
+        Decoded::Value(mut v) => {
+            project_slice(&mut v, selections, nodes);
+            v
+        }
+        Decoded::Slice(m) => {
+            m.into_value_keeping(|e| Selection::any_keeps(selections, e.node, nodes))
+        }
+    }
 }
 
 /// Narrows an Endpoints object in place to the addresses any of `selections`

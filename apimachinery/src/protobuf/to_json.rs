@@ -295,11 +295,14 @@ impl SliceMessage {
     }
 
     /// Each endpoint's facts, in order.
-    pub fn endpoints(&self) -> Vec<EndpointFacts<'_>> {
-        match &*self.slice {
-            SliceVersion::V1(s) => s.endpoints.iter().map(facts_v1).collect(),
-            SliceVersion::V1beta1(s) => s.endpoints.iter().map(facts_v1beta1).collect(),
-        }
+    pub fn endpoints(&self) -> impl Iterator<Item = EndpointFacts<'_>> {
+        let (v1, v1beta1): (&[disc_v1::Endpoint], &[disc_v1beta1::Endpoint]) = match &*self.slice {
+            SliceVersion::V1(s) => (&s.endpoints, &[]),
+            SliceVersion::V1beta1(s) => (&[], &s.endpoints),
+        };
+        v1.iter()
+            .map(facts_v1)
+            .chain(v1beta1.iter().map(facts_v1beta1))
     }
 
     /// The whole object as JSON: what [`object_value`] reads of its bytes.

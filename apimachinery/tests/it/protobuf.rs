@@ -511,7 +511,6 @@ fn an_endpointslice_read_as_its_message_reads_as_the_apiservers_json() {
         endpoints += listed.len();
         let facts: Vec<(Option<String>, bool, Option<String>)> = slice
             .endpoints()
-            .iter()
             .map(|f| {
                 (
                     f.node.map(str::to_owned),
@@ -669,7 +668,6 @@ fn an_endpointslice_message_tells_each_endpoints_node_readiness_and_pod() {
         };
         let facts: Vec<_> = slice
             .endpoints()
-            .iter()
             .map(|f| (f.node, f.ready, f.pod_uid))
             .collect();
         assert_eq!(facts, said, "{api_version}");

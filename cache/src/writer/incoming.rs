@@ -125,16 +125,11 @@ impl Stored {
     /// are recomputed).
     pub(super) fn of(codec: &Codec, kind: ResourceKind, obj: &UpstreamObject) -> Stored {
         let keep_raw = matches!(kind, ResourceKind::Endpoints | ResourceKind::EndpointSlices);
-        let raw = || match &obj.body {
+        let raw = || match obj.body.wire() {
             // Kept as it came: writing the value out as JSON was a large
             // part of taking in a change.
-            UpstreamBody::Protobuf {
-                wire: Some(wire), ..
-            }
-            | UpstreamBody::ProtobufSlice { wire, .. } => {
-                codec.pack(Family::upstream_protobuf(kind), wire)
-            }
-            body => codec.pack(Family::upstream(kind), body.json().as_bytes()),
+            Some(wire) => codec.pack(Family::upstream_protobuf(kind), wire),
+            None => codec.pack(Family::upstream(kind), obj.body.json().as_bytes()),
         };
         Stored {
             rv: Rv::of(obj.upstream_rv()),

@@ -68,7 +68,7 @@ impl LocalPods {
     /// protobuf; the same endpoints [`LocalPods::of`] finds in its JSON).
     pub(super) fn concerns(&self, slice: &SliceMessage) -> bool {
         !self.is_empty()
-            && slice.endpoints().iter().any(|e| match (e.node, e.pod_uid) {
+            && slice.endpoints().any(|e| match (e.node, e.pod_uid) {
                 (Some(node), Some(uid)) => self.0.contains_key(&(node.to_owned(), uid.to_owned())),
                 _ => false,
             })

@@ -38,7 +38,7 @@ use crate::{UpstreamBody, UpstreamObject};
 use incoming::{Incoming, Once, Rv, Stored};
 use persisting::Persister;
 use project::ServiceLinks;
-use sitegrid_apimachinery::protobuf::to_json::Decoded;
+use sitegrid_apimachinery::protobuf::to_json::{Decoded, SliceMessage};
 use unreadable::Skipped;
 
 pub use local::LocalPod;
@@ -180,6 +180,13 @@ struct Parsed {
     kind: ResourceKind,
     key: String,
     value: Decoded,
+}
+
+/// The object of a watch event as read, shared with the event until the
+/// writer has taken what it keeps.
+enum Arrived {
+    Value(Arc<Value>),
+    Slice(Arc<SliceMessage>),
 }
 
 /// Changes collected while handling one upstream event.
@@ -381,27 +388,20 @@ impl Writer {
                 Some(read) => {
                     let key = obj.key();
                     self.readable_again(kind, &key);
-                    let message = match &obj.body {
-                        UpstreamBody::ProtobufSlice { message, .. } => Some(Arc::clone(message)),
-                        _ => None,
-                    };
-                    // Kept as text: read here.
-                    let value = match (read, &message) {
-                        (Some(value), _) => Some(value),
-                        (None, Some(_)) => None,
-                        (None, None) => Some(Arc::new(obj.value().unwrap_or_default())),
+                    let arrived = match (read, &obj.body) {
+                        (Some(value), _) => Arrived::Value(value),
+                        (None, UpstreamBody::ProtobufSlice { message, .. }) => {
+                            Arrived::Slice(Arc::clone(message))
+                        }
+                        // Kept as text: read here.
+                        (None, _) => Arrived::Value(Arc::new(obj.value().unwrap_or_default())),
                     };
                     let incoming = Incoming::new(self.cache.codec(), kind, obj);
                     // Parsed once: its views are made from this copy (the
-                    // object's own, unless `incoming` keeps it too).
-                    let value = match (value, message) {
-                        (Some(v), _) => {
-                            Decoded::Value(Arc::try_unwrap(v).unwrap_or_else(|v| Value::clone(&v)))
-                        }
-                        (None, Some(m)) => {
-                            Decoded::Slice(Arc::try_unwrap(m).unwrap_or_else(|m| (*m).clone()))
-                        }
-                        (None, None) => Decoded::Value(Value::default()),
+                    // object's own, taken once `incoming` has what it keeps).
+                    let value = match arrived {
+                        Arrived::Value(v) => Decoded::Value(Arc::unwrap_or_clone(v)),
+                        Arrived::Slice(m) => Decoded::Slice(Arc::unwrap_or_clone(m)),
                     };
                     self.parsed = Some(Parsed {
                         kind,

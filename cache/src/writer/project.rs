@@ -331,42 +331,28 @@ impl Writer {
         let mut slices: Vec<(Box<str>, Decoded)> = Vec::with_capacity(slice_keys.len());
         for k in slice_keys {
             let slice = match self.upstream_slice(&k) {
+                Some(Decoded::Slice(m)) if !self.local.concerns(&m) => Decoded::Slice(m),
                 // The node's reports rewrite their pods' endpoints (in JSON).
-                Some(Decoded::Slice(m)) if self.local.concerns(&m) => {
-                    Decoded::Value(m.into_value())
-                }
-                Some(s) => s,
-                None => continue,
-            };
-            let slice = match slice {
-                Decoded::Value(mut v) => {
+                Some(s) => {
+                    let mut v = s.into_value();
                     self.local.apply_slice(&mut v);
                     Decoded::Value(v)
                 }
-                message => message,
+                None => continue,
             };
             slices.push((k, slice));
         }
         let selections = self.services.keys(service).map(|keys| {
             let refs: Vec<_> = slices
                 .iter()
-                .flat_map(|(_, s)| match s {
-                    Decoded::Value(v) => topology::slice_refs(v),
-                    Decoded::Slice(m) => topology::slice_message_refs(m),
-                })
+                .flat_map(|(_, s)| topology::decoded_slice_refs(s))
                 .collect();
             self.selections(keys, &refs)
         });
         for (key, slice) in slices {
-            let value = match (slice, &selections) {
-                (Decoded::Value(mut v), Some(selections)) => {
-                    topology::project_slice(&mut v, selections, &self.nodes);
-                    v
-                }
-                (Decoded::Slice(m), Some(selections)) => {
-                    topology::project_slice_message(m, selections, &self.nodes)
-                }
-                (slice, None) => slice.into_value(),
+            let value = match &selections {
+                Some(selections) => topology::project_decoded_slice(slice, selections, &self.nodes),
+                None => slice.into_value(),
             };
             self.emit(ResourceKind::EndpointSlices, &key, Some(value), batch);
         }

@@ -161,17 +161,14 @@ pub fn protobuf_answer(data: &[u8]) {
         match serde_json::from_slice::<WatchEvent<UpstreamObject>>(&line) {
             Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => {
                 let _ = (o.key(), o.upstream_rv());
-                let read = match &o.body {
-                    UpstreamBody::Protobuf { wire, .. } => Some((o.value(), wire.clone())),
-                    UpstreamBody::ProtobufSlice { wire, .. } => {
-                        Some((o.value(), Some(wire.clone())))
-                    }
-                    _ => None,
-                };
-                if let (Some((Ok(v), wire)), Some(whole)) = (read, &whole) {
+                let decoded = matches!(
+                    o.body,
+                    UpstreamBody::Protobuf { .. } | UpstreamBody::ProtobufSlice { .. }
+                );
+                if let (true, Ok(v), Some(whole)) = (decoded, o.value(), &whole) {
                     assert_eq!(v, whole["object"], "the event's object carried and decoded");
                     // What the writer keeps of it reads back as the same.
-                    let kept = wire.as_deref().map(protobuf::to_json::object_value);
+                    let kept = o.body.wire().map(|w| protobuf::to_json::object_value(w));
                     assert!(
                         matches!(&kept, Some(Ok(again)) if again == &v),
                         "the kept protobuf reads as the object"
