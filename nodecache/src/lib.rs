@@ -43,6 +43,7 @@ pub mod token;
 pub mod wire;
 
 use std::{
+    collections::BTreeMap,
     sync::{
         atomic::{AtomicU64, Ordering},
         Arc,
@@ -626,6 +627,88 @@ impl NodeCache {
         self.inner.local.send_replace(all);
         self.inner.dirty.notify_one();
         Ok(answer)
+    }
+
+    /// Takes this boot of the node, at start (`boot`: the kernel's boot id,
+    /// what the kubelet reports as the node's `bootID`). When the node cache
+    /// last ran in another boot, the node rebooted since, and none of its
+    /// pods runs where it ran: the kubelet starts each again, at a new
+    /// address, and reports it only when its turn comes (its status writes
+    /// are paced by its client's rate limit, a few a second). Until then
+    /// every kept pod bound to the node is reported not ready — its
+    /// endpoints served not ready, where they were — and reports from before
+    /// the reboot are let go: traffic goes to the pods the kubelet has
+    /// reported ready since, not to an address where nothing listens.
+    /// Returns how many pods are reported so. Kept in memory only, or with
+    /// no boot on record (the first start), nothing is: nothing tells
+    /// whether the node rebooted. Blocking file I/O, as [`NodeCache::open`].
+    pub fn booted(&self, boot: &str) -> usize {
+        let Some(storage) = &self.inner.storage else {
+            return 0;
+        };
+        let node = self.node();
+        let last = storage.load_boot(node).unwrap_or_else(|why| {
+            warn!(reason = %why, "the node's last boot on record refused: whether it rebooted is not told");
+            None
+        });
+        if last.as_deref() == Some(boot) {
+            return 0;
+        }
+        let marked = match last {
+            Some(_) => self.mark_rebooted(storage),
+            None => 0,
+        };
+        // After the reports: a start in this boot must not mark again what
+        // the kubelet reported since (it writes a status only when it
+        // changes, so a pod marked again would stay not ready).
+        if let Err(why) = storage.write_boot(node, boot) {
+            warn!(dir = %storage.dir().display(), reason = %why, "this boot of the node could not be recorded: a restart of the proxy in it takes it for a reboot");
+        }
+        marked
+    }
+
+    /// [`NodeCache::booted`]'s reports after a reboot, on disk before it
+    /// returns.
+    fn mark_rebooted(&self, storage: &Storage) -> usize {
+        let node = self.node();
+        let mut state = self.inner.state.write();
+        let pods: BTreeMap<String, LocalPod> = state
+            .resource(KeptResource::Pods)
+            .objects
+            .values()
+            .filter(|item| item.facts.field("spec.nodeName").as_deref() == Some(node))
+            .map(|item| {
+                let phase = item.facts.field("status.phase");
+                let pod = LocalPod {
+                    namespace: item.facts.namespace.clone(),
+                    name: item.facts.name.clone(),
+                    uid: item.facts.uid.clone(),
+                    node: node.to_owned(),
+                    ips: Vec::new(),
+                    ready: false,
+                    running: !matches!(phase.as_deref(), Some("Succeeded" | "Failed")),
+                };
+                (pod.uid.clone(), pod)
+            })
+            .collect();
+        let all: Vec<LocalPod> = pods.values().cloned().collect();
+        state.local.pods = pods;
+        drop(state);
+        let mut out = Flushed::default();
+        let _ = self.note(
+            &mut out,
+            persist::LOCAL_FILE,
+            storage.write_local(node, all.clone()),
+            |s| s.local.dirty = true,
+        );
+        self.noted(storage, &out);
+        info!(
+            pods = all.len(),
+            "the node rebooted since the node cache last ran: its pods are served not ready until the kubelet reports them"
+        );
+        let n = all.len();
+        self.inner.local.send_replace(all);
+        n
     }
 
     /// The kubelet's offline reports, as they change.

@@ -56,6 +56,8 @@ const MAX_FILE: u64 = 256 << 20;
 pub const TOKENS_FILE: &str = "serviceaccount-tokens";
 /// The name of the file of the kubelet's offline reports.
 pub const LOCAL_FILE: &str = "local-pod-status";
+/// The name of the file of the node's boot the node cache last ran in.
+pub const BOOT_FILE: &str = "node-boot";
 
 /// Where the node cache is kept, and how.
 #[derive(Clone)]
@@ -303,6 +305,30 @@ impl Storage {
         self.write(LOCAL_FILE, payload)
     }
 
+    /// Reads back the node's boot the node cache last ran in.
+    pub fn load_boot(&self, node: &str) -> Result<Option<String>, String> {
+        let Some(payload) = self.read(BOOT_FILE)? else {
+            return Ok(None);
+        };
+        let file: BootFile =
+            postcard::from_bytes(&payload).map_err(|e| format!("unreadable records: {e}"))?;
+        if file.node != node {
+            return Err(format!("kept for node {:?}, not {node:?}", file.node));
+        }
+        Ok(Some(file.boot))
+    }
+
+    /// Writes the node's boot the node cache runs in.
+    pub fn write_boot(&self, node: &str, boot: &str) -> Result<u64, String> {
+        let file = BootFile {
+            node: node.to_owned(),
+            written_ms: now_ms(),
+            boot: boot.to_owned(),
+        };
+        let payload = postcard::to_allocvec(&file).map_err(|e| e.to_string())?;
+        self.write(BOOT_FILE, payload)
+    }
+
     /// The bytes every kept file takes on disk.
     pub fn size(&self) -> u64 {
         fs::read_dir(&self.dir)
@@ -526,6 +552,13 @@ struct LocalFile {
     node: String,
     written_ms: u64,
     pods: Vec<crate::local::LocalPod>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct BootFile {
+    node: String,
+    written_ms: u64,
+    boot: String,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -531,3 +531,47 @@ fn more_tokens_at_once_than_the_journal_holds_all_survive_a_crash() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_reboot_reports_the_nodes_pods_not_ready_once_and_a_first_start_nothing() {
+    let d = dir("boot");
+    let storage = || Storage::new(&d, None).unwrap();
+    let mut done = pb::Pod::decode(pod("done", "96", "db").as_slice()).unwrap();
+    done.status = Some(pb::PodStatus {
+        phase: Some("Succeeded".into()),
+        ..Default::default()
+    });
+    let cache = NodeCache::open("bj-1", Some(storage()));
+    cache.listed(
+        KeptResource::Pods,
+        &node_pods(),
+        Format::Protobuf,
+        &pod_list("100", &[pod("web", "90", "db"), done.encode_to_vec()]),
+    );
+    // No boot on record: whether the node rebooted is not told.
+    assert_eq!(cache.booted("boot-a"), 0);
+    assert!(cache.local_pods().borrow().is_empty());
+    cache.flush();
+    // Started again in the same boot: its pods run where they ran.
+    let restarted = NodeCache::open("bj-1", Some(storage()));
+    assert_eq!(restarted.booted("boot-a"), 0);
+    assert!(restarted.local_pods().borrow().is_empty());
+
+    let rebooted = NodeCache::open("bj-1", Some(storage()));
+    assert_eq!(rebooted.booted("boot-b"), 2);
+    let reports = rebooted.local_pods().borrow().clone();
+    let said: Vec<(&str, bool, bool, usize)> = reports
+        .iter()
+        .map(|p| (p.uid.as_str(), p.ready, p.running, p.ips.len()))
+        .collect();
+    assert_eq!(
+        said,
+        [("uid-done", false, false, 0), ("uid-web", false, true, 0)],
+        "every pod of the node not ready, the finished one gone, no address known"
+    );
+    // On disk at once: a restart in this boot keeps them and marks nothing.
+    let again = NodeCache::open("bj-1", Some(storage()));
+    assert_eq!(again.booted("boot-b"), 0);
+    assert_eq!(*again.local_pods().borrow(), reports);
+    let _ = std::fs::remove_dir_all(&d);
+}
