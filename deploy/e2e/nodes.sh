@@ -190,10 +190,14 @@ CNI
 
 # node_boot NODE: the node's mount namespace (holder process), containerd, the host service if
 # the node has one (node_service), then kubelet. When the services and the kubelet were started
-# (what a reboot is timed from) is in $NODES_DIR/NODE/services-started.
+# (what a reboot is timed from) is in $NODES_DIR/NODE/services-started. Each boot has an id of
+# its own, in the node's /var/lib/sitegrid-proxy/boot_id: the nodes share the host's kernel,
+# whose boot id (what sitegrid-proxy reads by default) no reboot of theirs changes; scenario 81's
+# proxies read this file instead (--boot-id-file).
 node_boot() {
     local node=$1 dir=$NODES_DIR/$1 bind binds=() mp
     node_cgroup_make "$NODES_CGROUP/$node/system"
+    cat /proc/sys/kernel/random/uuid >"$dir/sitegrid-proxy/boot_id"
     for bind in "${NODE_BINDS[@]}"; do
         mp=${bind% *}
         if [[ ! -e $mp ]]; then mkdir -p "$mp" && echo "$mp" >>"$NODES_DIR/created-mountpoints"; fi

@@ -144,6 +144,18 @@ pub struct ProxyArgs {
     /// are not readable from a copy of --data-dir without the key.
     #[arg(long, requires = "kubelet_bind_address")]
     pub node_cache_key_file: Option<PathBuf>,
+    /// The file naming this boot of the node: the kernel's boot id. When it
+    /// differs from the one the node cache last ran in, the node rebooted:
+    /// its pods' endpoints are served not ready until the kubelet reports
+    /// them again (docs/edge-autonomy.md). Name another file only where the
+    /// node is not a machine of its own (a node simulated in a namespace or
+    /// a container, which shares its host's kernel and boot id).
+    #[arg(
+        long,
+        env = "SITEGRID_BOOT_ID_FILE",
+        default_value = "/proc/sys/kernel/random/boot_id"
+    )]
+    pub boot_id_file: PathBuf,
     /// Also serve /debug/cache and /debug/pprof/{profile,heap}.
     #[arg(long)]
     pub debug: bool,
@@ -234,6 +246,7 @@ impl ProxyArgs {
                 .clone()
                 .unwrap_or_else(|| self.kubelet_client_certificate.clone()),
             seal_key: self.node_cache_key_file.clone(),
+            boot_id_file: self.boot_id_file.clone(),
             // Read by `main` (a kubeconfig is read asynchronously).
             upstream: None,
         });

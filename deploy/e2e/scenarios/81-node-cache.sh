@@ -134,6 +134,11 @@ ask_from() { ip netns exec "sg-$1" curl -s --max-time 2 "http://$GRID_IP/" | sed
 in_site() { [[ $(ask_from "$1") == "deploymentgrid-demo-$2-"* ]]; }
 # no_old OLD NEW: none of the addresses OLD (kube-proxy's DNAT targets before) is in NEW.
 no_old() { local a; for a in $1; do [[ " $2 " != *" $a "* ]] || return 1; done; }
+# no_old_since_boot TARGETS RULES: no DNAT targets start_asker's RULES file recorded (from a
+# node's power-off on) name an address of TARGETS (its kube-proxy's before): the node's proxy
+# serves its pods not ready from its start after the reboot until the kubelet reports each at its
+# new address (docs/edge-autonomy.md), so its kube-proxy never sends to an old one.
+no_old_since_boot() { local _t targets; while read -r _t targets; do no_old "$1" "$targets" || return 1; done <"$2"; }
 # start_asker NODE LOG: a client in NODE's site (NODE's own network) asks the ServiceGrid's
 # ClusterIP every 200 ms, writing "<time> <the pod that answered, or -CODE> <connect s> <total s>"
 # lines to LOG (curl's times to the connection and to the whole answer); prints its PIDs (its
@@ -344,7 +349,8 @@ node_cache() {
     # As README "Node cache" says, with the node cache's own lines in the log (kept with the
     # suite's logs); behind a site proxy with the flag and the file the manifest's comment adds.
     local manifest=$dir/etc-kubernetes/manifests/sitegrid-proxy-node-cache.yaml
-    sed 's|    - --data-dir=/var/lib/sitegrid-proxy|&\n    - --log-level=info,sitegrid_nodecache=debug|' \
+    # The node's boot id, which the nodes' shared kernel does not change: node_boot's (nodes.sh).
+    sed 's|    - --data-dir=/var/lib/sitegrid-proxy|&\n    - --log-level=info,sitegrid_nodecache=debug\n    - --boot-id-file=/var/lib/sitegrid-proxy/boot_id|' \
         "$SITEGRID_E2E_ROOT/deploy/static/sitegrid-proxy-node-cache.yaml" >"$manifest.tmp" || fail "the static pod"
     if [[ -n $site ]]; then
         sed -i -e 's|^    - --kubeconfig=/etc/sitegrid/upstream.kubeconfig$|&\n    - --kubelet-kubeconfig=/etc/sitegrid/kubelet-upstream.kubeconfig|' \
@@ -452,6 +458,7 @@ expect "answers from another site" "$other" 0
 ((failed == 0)) || fail "requests failed once the restarted pods answered: $failed ($(unanswered "$SITEGRID_E2E_LOGS/asks-sh-1.log" shanghai))"
 sh_after=$(dnat_targets sg-sh-1 servicegrid-demo-svc)
 no_old "$sh_rules" "$sh_after" || fail "sh-1's kube-proxy still sends to an old address: before '$sh_rules', after '$sh_after'"
+no_old_since_boot "$sh_rules" "$SITEGRID_E2E_LOGS/asks-sh-1.rules" || fail "sh-1's kube-proxy sent to an old address after the reboot: before '$sh_rules', since: $(paste -sd';' "$SITEGRID_E2E_LOGS/asks-sh-1.rules")"
 echo "figures: offline reboot, stale endpoints: sh-1's kube-proxy DNAT rules for the ServiceGrid before: $sh_rules; after: $sh_after"
 readyz=$(in_node sh-1 curl -s http://127.0.0.1:51007/readyz)
 [[ $readyz == *"answered from the node cache"* ]] || fail "sh-1's proxy offline: /readyz '$readyz'"
@@ -529,12 +536,14 @@ echo "figures: back online: the pod deleted in the cloud stopped ${gone_after} s
 # static pod starts and retried after client-go's backoff. Same flags, files and data directory.
 since_services() { python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$(cat "$NODES_DIR/$1/services-started")"; }
 SERVICE_PODS=$(running sh-1 | tr ' ' '\n' | grep -v '^kube-system/sitegrid-proxy-' | paste -sd' ')
+service_rules=$(dnat_targets sg-sh-1 servicegrid-demo-svc)
+[[ -n $service_rules ]] || fail "sh-1's kube-proxy has no DNAT rule for servicegrid-demo-svc (host service)"
 n_service=$(wc -w <<<"$SERVICE_PODS")
 node_power_off sh-1
 rm "$SH/etc-kubernetes/manifests/sitegrid-proxy-node-cache.yaml"
 mkdir -p "$SH/host-bin" && real_image_file sitegrid-proxy /usr/local/bin/sitegrid-proxy "$SH/host-bin/sitegrid-proxy"
 cp "$SITEGRID_E2E_ROOT/deploy/static/sitegrid-proxy.service" "$SH/sitegrid-proxy.service"
-echo NODE_NAME=sh-1 >"$SH/etc-sitegrid/proxy.env"
+printf 'NODE_NAME=sh-1\nSITEGRID_BOOT_ID_FILE=/var/lib/sitegrid-proxy/boot_id\n' >"$SH/etc-sitegrid/proxy.env"
 node_cut sh-1
 off_at=$(date +%s.%N)
 asker=$(start_asker sh-1 "$SITEGRID_E2E_LOGS/asks-sh-1-service.log")
@@ -550,6 +559,8 @@ read -r late sent failed other slow slowest <<<"$(stale_after "$asker" "$SITEGRI
 echo "figures: offline reboot as a host service, stale endpoints: $(stale_figures)"
 expect "answers from another site (host service)" "$other" 0
 ((failed == 0)) || fail "requests failed once the restarted pods answered (host service): $failed ($(unanswered "$SITEGRID_E2E_LOGS/asks-sh-1-service.log" shanghai))"
+no_old_since_boot "$service_rules" "$SITEGRID_E2E_LOGS/asks-sh-1-service.rules" ||
+    fail "sh-1's kube-proxy sent to an old address after the reboot (host service): before '$service_rules', since: $(paste -sd';' "$SITEGRID_E2E_LOGS/asks-sh-1-service.rules")"
 node_uncut sh-1
 
 echo "figures: node cache on disk: $(du -sb "$SH/sitegrid-proxy/node-cache" | cut -f1) bytes for $n_pods pods; the proxy's RSS $(awk '/^VmRSS/ {printf "%.1f MiB", $2 / 1024}' "/proc/$(proxy_pid)/status")"

@@ -94,6 +94,8 @@ pub struct KubeletOptions {
     pub key: PathBuf,
     /// The key the node cache's files are sealed with.
     pub seal_key: Option<PathBuf>,
+    /// The file naming this boot of the node (`--boot-id-file`).
+    pub boot_id_file: PathBuf,
     /// Where the kubelet's requests and the reachability probe go, when not
     /// to the proxy's own upstream (`--kubelet-kubeconfig`: behind a site
     /// proxy, the API server itself).

@@ -73,6 +73,17 @@ impl NodeCacheParts {
             }
         };
         let cache = NodeCache::open(node, storage);
+        match std::fs::read_to_string(&opts.boot_id_file) {
+            Ok(boot) if !boot.trim().is_empty() => {
+                cache.booted(boot.trim());
+            }
+            Ok(_) => {
+                warn!(file = %opts.boot_id_file.display(), "the node's boot id file is empty: a reboot is not told from a restart")
+            }
+            Err(e) => {
+                warn!(file = %opts.boot_id_file.display(), error = %e, "the node's boot id unreadable: a reboot is not told from a restart")
+            }
+        }
         Ok(NodeCacheParts {
             cache,
             credentials,

@@ -230,6 +230,8 @@ pub(crate) struct World {
     upstream: Option<ServerHandle>,
     upstream_addr: SocketAddr,
     data_dir: PathBuf,
+    /// What the proxy reads as this boot of the node (`--boot-id-file`).
+    boot_id: PathBuf,
     proxy: Option<RunningProxy>,
     /// A site proxy of beijing between the node's proxy and the API server
     /// (the kubelet's own requests still go to the API server).
@@ -261,12 +263,15 @@ impl World {
             .unwrap();
         let upstream_addr = upstream.local_addr();
         let data_dir = pki.path("data");
+        let boot_id = pki.path("boot_id");
+        std::fs::write(&boot_id, "1b6ac0f2-9d4e-4c31-8f3a-5e0d2b7c9a11\n").unwrap();
         let mut w = World {
             pki,
             api,
             upstream: Some(upstream),
             upstream_addr,
             data_dir,
+            boot_id,
             proxy: None,
             site: None,
         };
@@ -355,6 +360,7 @@ impl World {
             certificate: self.pki.path("kubelet-bj-1.pem"),
             key: self.pki.path("kubelet-bj-1.pem"),
             seal_key: None,
+            boot_id_file: self.boot_id.clone(),
             upstream: kubelet_upstream,
         });
         self.proxy = Some(start(config, opts).await.unwrap());
@@ -366,6 +372,15 @@ impl World {
 
     fn kubelet_url(&self) -> String {
         format!("https://{}", self.proxy().node_cache.as_ref().unwrap().0)
+    }
+
+    /// A client of the proxy's served views (kube-proxy's port).
+    pub(crate) fn served(&self) -> kube::Client {
+        self.pki.client(
+            &format!("https://{}", self.proxy().local_addr),
+            &self.pki.sitegrid_ca,
+            Some("fake-kubelet"),
+        )
     }
 
     /// A client of the kubelet port as `identity`.
@@ -383,6 +398,22 @@ impl World {
     /// while the value lives.
     async fn kubelet_watches_its_node(&self) -> Watch {
         Watch::open(&self.kubelet(), OWN_NODE_WATCH).await
+    }
+
+    /// The node boots again (the kernel's boot id changes), its proxy too,
+    /// with the API server still out of reach.
+    pub(crate) async fn reboot_offline(&mut self) {
+        std::fs::write(&self.boot_id, "7e2f90c4-51ab-4d08-9c6e-0a3b8d1f4e27\n").unwrap();
+        self.restart_offline().await;
+    }
+
+    /// The proxy starts again (the node does not reboot), the API server
+    /// out of reach; returns once it answers the kubelet from the node cache.
+    pub(crate) async fn restart_offline(&mut self) {
+        self.proxy.take().unwrap().shutdown().await;
+        self.start_proxy().await;
+        self.wait_until(|r| r.contains("the kubelet is answered from the node cache"))
+            .await;
     }
 
     /// The API server goes away; returns once the proxy knows.
@@ -404,11 +435,7 @@ impl World {
 
     /// Polls the proxy's /readyz until `f` holds.
     pub(crate) async fn wait_until(&self, f: impl Fn(&str) -> bool) {
-        let ops = self.pki.client(
-            &format!("https://{}", self.proxy().local_addr),
-            &self.pki.sitegrid_ca,
-            Some("fake-kubelet"),
-        );
+        let ops = self.served();
         for _ in 0..200 {
             let (_, body) = send(&ops, Method::GET, "/readyz", None).await;
             if f(&String::from_utf8_lossy(&body)) {
@@ -742,11 +769,7 @@ async fn only_this_nodes_kubelet_reads_what_is_kept() {
         .is_err());
     // The kubelet's name on a certificate of sitegrid's CA, on the serving
     // port: an impersonated caller, never the node cache's.
-    let serving = w.pki.client(
-        &format!("https://{}", w.proxy().local_addr),
-        &w.pki.sitegrid_ca,
-        Some("fake-kubelet"),
-    );
+    let serving = w.served();
     assert_eq!(get(&serving, PODS).await.0, StatusCode::SERVICE_UNAVAILABLE);
 }
 
@@ -767,10 +790,7 @@ async fn a_proxy_restarted_offline_answers_from_disk_and_refuses_a_damaged_pod_l
     // changes): the token stays kept, and on disk.
     assert_eq!(get(&w.kubelet(), PODS).await.0, StatusCode::OK);
     w.go_offline().await;
-    w.proxy.take().unwrap().shutdown().await;
-    w.start_proxy().await;
-    w.wait_until(|r| r.contains("the kubelet is answered from the node cache"))
-        .await;
+    w.restart_offline().await;
     let _node = w.kubelet_watches_its_node().await;
     let (status, pods) = get(&w.kubelet(), PODS).await;
     assert_eq!(status, StatusCode::OK);
@@ -1041,14 +1061,7 @@ async fn offline_the_kubelets_pod_status_moves_the_served_endpoints_until_the_ap
     let mut w = World::new("local-truth").await;
     web_service(&w);
     kubelet_starts(&w).await;
-    let served = |w: &World| {
-        w.pki.client(
-            &format!("https://{}", w.proxy().local_addr),
-            &w.pki.sitegrid_ca,
-            Some("fake-kubelet"),
-        )
-    };
-    let before = until_slice(&served(&w), &[("10.0.1.5", true), ("10.0.1.6", true)]).await;
+    let before = until_slice(&w.served(), &[("10.0.1.5", true), ("10.0.1.6", true)]).await;
     w.go_offline().await;
 
     // The pod came back after a reboot: a new address, not ready yet.
@@ -1065,9 +1078,9 @@ async fn offline_the_kubelets_pod_status_moves_the_served_endpoints_until_the_ap
         "answered with the patched pod"
     );
     assert_eq!(pod["spec"]["nodeName"], NODE);
-    let not_ready = until_slice(&served(&w), &[("10.0.1.50", false), ("10.0.1.6", true)]).await;
+    let not_ready = until_slice(&w.served(), &[("10.0.1.50", false), ("10.0.1.6", true)]).await;
     assert!(not_ready > before, "{not_ready} after {before}");
-    let (_, ep) = get(&served(&w), ENDPOINTS).await;
+    let (_, ep) = get(&w.served(), ENDPOINTS).await;
     assert_eq!(
         ep["subsets"][0]["notReadyAddresses"][0]["ip"], "10.0.1.50",
         "{ep}"
@@ -1080,7 +1093,7 @@ async fn offline_the_kubelets_pod_status_moves_the_served_endpoints_until_the_ap
             .0,
         StatusCode::OK
     );
-    until_slice(&served(&w), &[("10.0.1.50", true), ("10.0.1.6", true)]).await;
+    until_slice(&w.served(), &[("10.0.1.50", true), ("10.0.1.6", true)]).await;
     let (_, pod) = get(&w.kubelet(), "/api/v1/namespaces/shop/pods/web").await;
     assert_eq!(pod["status"]["podIP"], "10.0.1.50");
     // Not the kubelet's pod, or not its pod's uid: not taken.
@@ -1108,7 +1121,7 @@ async fn offline_the_kubelets_pod_status_moves_the_served_endpoints_until_the_ap
             .0,
         StatusCode::FORBIDDEN
     );
-    let (eps, offline_rv) = slice_of(&served(&w)).await;
+    let (eps, offline_rv) = slice_of(&w.served()).await;
     assert_eq!(
         eps,
         [
@@ -1118,11 +1131,8 @@ async fn offline_the_kubelets_pod_status_moves_the_served_endpoints_until_the_ap
     );
 
     // The proxy restarts offline: the kubelet's word stays served.
-    w.proxy.take().unwrap().shutdown().await;
-    w.start_proxy().await;
-    w.wait_until(|r| r.contains("the kubelet is answered from the node cache"))
-        .await;
-    let (eps, rv) = slice_of(&served(&w)).await;
+    w.restart_offline().await;
+    let (eps, rv) = slice_of(&w.served()).await;
     assert_eq!(
         eps,
         [
@@ -1135,6 +1145,59 @@ async fn offline_the_kubelets_pod_status_moves_the_served_endpoints_until_the_ap
     // The API server is back: its view wins (it still says 10.0.1.5 until
     // the kubelet's next status sync reaches it), with a higher version.
     w.come_back().await;
-    let back = until_slice(&served(&w), &[("10.0.1.5", true), ("10.0.1.6", true)]).await;
+    let back = until_slice(&w.served(), &[("10.0.1.5", true), ("10.0.1.6", true)]).await;
     assert!(back > rv, "{back} after {rv}");
+}
+
+/// After a reboot the node's pods run no more where they ran, and the
+/// kubelet reports each again only when its turn comes: until it does, their
+/// endpoints are served not ready, so traffic goes to the pods it has
+/// reported since, never to an old address where nothing listens. A restart
+/// of the proxy in the same boot changes nothing the kubelet said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_reboot_offline_the_nodes_pods_are_served_not_ready_until_the_kubelet_reports_them()
+{
+    let mut w = World::new("reboot").await;
+    web_service(&w);
+    kubelet_starts(&w).await;
+    until_slice(&w.served(), &[("10.0.1.5", true), ("10.0.1.6", true)]).await;
+    w.go_offline().await;
+    // A restart in the same boot: the node's pods still run where they ran.
+    w.restart_offline().await;
+    assert_eq!(
+        slice_of(&w.served()).await.0,
+        [("10.0.1.5".to_owned(), true), ("10.0.1.6".to_owned(), true)]
+    );
+
+    w.reboot_offline().await;
+    // bj-1's pod not ready where it was; bj-2's, on a node that did not
+    // reboot, as it was.
+    until_slice(&w.served(), &[("10.0.1.5", false), ("10.0.1.6", true)]).await;
+    let (_, ep) = get(&w.served(), "/api/v1/namespaces/shop/endpoints/web").await;
+    assert_eq!(
+        ep["subsets"][0]["notReadyAddresses"][0]["ip"], "10.0.1.5",
+        "{ep}"
+    );
+    assert_eq!(ep["subsets"][0]["addresses"][0]["ip"], "10.0.1.6", "{ep}");
+    // The kubelet reports it, started again at a new address and ready.
+    let ready = json!({"metadata": {"uid": "uid-web"},
+                       "status": {"podIP": "10.0.1.50", "podIPs": [{"ip": "10.0.1.50"}],
+                                  "conditions": [{"type": "Ready", "status": "True"}]}});
+    assert_eq!(
+        send(&w.kubelet(), Method::PATCH, STATUS, Some(ready))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    until_slice(&w.served(), &[("10.0.1.50", true), ("10.0.1.6", true)]).await;
+    // The proxy restarts in this boot: what the kubelet reported stays (it
+    // would not write the same status again).
+    w.restart_offline().await;
+    assert_eq!(
+        slice_of(&w.served()).await.0,
+        [
+            ("10.0.1.50".to_owned(), true),
+            ("10.0.1.6".to_owned(), true)
+        ]
+    );
 }
