@@ -89,6 +89,9 @@ struct Inner {
     size: AtomicU64,
     /// The kubelet's offline reports, as a whole, for the served-state cache.
     local: tokio::sync::watch::Sender<Vec<LocalPod>>,
+    /// This boot, when the reports made at a reboot are not on disk yet: it
+    /// is recorded once they are (see [`NodeCache::booted`]).
+    unrecorded_boot: Mutex<Option<String>>,
 }
 
 /// Why a status the kubelet wrote offline is not taken.
@@ -247,6 +250,7 @@ impl NodeCache {
                 counters: metrics::Counters::default(),
                 size: AtomicU64::new(size),
                 local,
+                unrecorded_boot: Mutex::new(None),
             }),
         }
     }
@@ -639,9 +643,12 @@ impl NodeCache {
     /// endpoints served not ready, where they were — and reports from before
     /// the reboot are let go: traffic goes to the pods the kubelet has
     /// reported ready since, not to an address where nothing listens.
-    /// Returns how many pods are reported so. Kept in memory only, or with
-    /// no boot on record (the first start), nothing is: nothing tells
-    /// whether the node rebooted. Blocking file I/O, as [`NodeCache::open`].
+    /// Returns how many pods are reported so. The boot is recorded once
+    /// those reports are on disk (if they cannot be written now, after the
+    /// next flush that writes them). Kept in memory only, or with no boot on
+    /// record (the first start, or a record refused), nothing is reported:
+    /// nothing tells whether the node rebooted. Blocking file I/O, as
+    /// [`NodeCache::open`].
     pub fn booted(&self, boot: &str) -> usize {
         let Some(storage) = &self.inner.storage else {
             return 0;
@@ -654,22 +661,34 @@ impl NodeCache {
         if last.as_deref() == Some(boot) {
             return 0;
         }
-        let marked = match last {
-            Some(_) => self.mark_rebooted(storage),
-            None => 0,
-        };
+        if last.is_none() {
+            self.record_boot(storage, boot);
+            return 0;
+        }
+        let (marked, on_disk) = self.mark_rebooted(storage);
         // After the reports: a start in this boot must not mark again what
         // the kubelet reported since (it writes a status only when it
-        // changes, so a pod marked again would stay not ready).
-        if let Err(why) = storage.write_boot(node, boot) {
-            warn!(dir = %storage.dir().display(), reason = %why, "this boot of the node could not be recorded: a restart of the proxy in it takes it for a reboot");
+        // changes, so a pod marked again would stay not ready). Reports
+        // that could not be written yet are written by the next flush,
+        // which records the boot then.
+        if on_disk {
+            self.record_boot(storage, boot);
+        } else {
+            *self.inner.unrecorded_boot.lock() = Some(boot.to_owned());
+            self.inner.dirty.notify_one();
         }
         marked
     }
 
-    /// [`NodeCache::booted`]'s reports after a reboot, on disk before it
-    /// returns.
-    fn mark_rebooted(&self, storage: &Storage) -> usize {
+    fn record_boot(&self, storage: &Storage, boot: &str) {
+        if let Err(why) = storage.write_boot(self.node(), boot) {
+            warn!(dir = %storage.dir().display(), reason = %why, "this boot of the node could not be recorded: a restart of the proxy in it takes it for a reboot");
+        }
+    }
+
+    /// [`NodeCache::booted`]'s reports after a reboot: how many, and
+    /// whether they are on disk.
+    fn mark_rebooted(&self, storage: &Storage) -> (usize, bool) {
         let node = self.node();
         let mut state = self.inner.state.write();
         let pods: BTreeMap<String, LocalPod> = state
@@ -695,12 +714,14 @@ impl NodeCache {
         state.local.pods = pods;
         drop(state);
         let mut out = Flushed::default();
-        let _ = self.note(
-            &mut out,
-            persist::LOCAL_FILE,
-            storage.write_local(node, all.clone()),
-            |s| s.local.dirty = true,
-        );
+        let on_disk = self
+            .note(
+                &mut out,
+                persist::LOCAL_FILE,
+                storage.write_local(node, all.clone()),
+                |s| s.local.dirty = true,
+            )
+            .is_ok();
         self.noted(storage, &out);
         info!(
             pods = all.len(),
@@ -708,7 +729,7 @@ impl NodeCache {
         );
         let n = all.len();
         self.inner.local.send_replace(all);
-        n
+        (n, on_disk)
     }
 
     /// The kubelet's offline reports, as they change.
@@ -853,20 +874,29 @@ impl NodeCache {
             (resources, local)
         };
         let node = &self.inner.node;
+        // The reports before the pods: a crash between the two leaves a kept
+        // pod older than its report, which the kubelet, reading it, writes
+        // again; the other way round the pod would say what the kubelet
+        // wrote and the report not, and the kubelet would not write it again.
+        if let Some(local) = local {
+            let written = self.note(
+                &mut out,
+                persist::LOCAL_FILE,
+                storage.write_local(node, local),
+                |s| s.local.dirty = true,
+            );
+            if written.is_ok() {
+                if let Some(boot) = self.inner.unrecorded_boot.lock().take() {
+                    self.record_boot(storage, &boot);
+                }
+            }
+        }
         for (resource, kept) in resources {
             let _ = self.note(
                 &mut out,
                 &resource.file_name(),
                 write_kept(storage, node, resource, &kept),
                 |s| s.resource_mut(resource).dirty = true,
-            );
-        }
-        if let Some(local) = local {
-            let _ = self.note(
-                &mut out,
-                persist::LOCAL_FILE,
-                storage.write_local(node, local),
-                |s| s.local.dirty = true,
             );
         }
         self.inner.size.store(storage.size(), Ordering::Relaxed);

@@ -573,5 +573,19 @@ fn a_reboot_reports_the_nodes_pods_not_ready_once_and_a_first_start_nothing() {
     let again = NodeCache::open("bj-1", Some(storage()));
     assert_eq!(again.booted("boot-b"), 0);
     assert_eq!(*again.local_pods().borrow(), reports);
+
+    // The reports cannot be written (a directory where their file goes):
+    // the boot is not recorded, so a restart in it marks the pods again,
+    // until a flush writes the reports and records it.
+    std::fs::remove_file(d.join(persist::LOCAL_FILE)).unwrap();
+    std::fs::create_dir(d.join(persist::LOCAL_FILE)).unwrap();
+    let unwritten = NodeCache::open("bj-1", Some(storage()));
+    assert_eq!(unwritten.booted("boot-c"), 2);
+    assert_eq!(NodeCache::open("bj-1", Some(storage())).booted("boot-c"), 2);
+    std::fs::remove_dir(d.join(persist::LOCAL_FILE)).unwrap();
+    assert_eq!(unwritten.flush().errors, 0);
+    let after = NodeCache::open("bj-1", Some(storage()));
+    assert_eq!(after.booted("boot-c"), 0);
+    assert_eq!(*after.local_pods().borrow(), reports);
     let _ = std::fs::remove_dir_all(&d);
 }

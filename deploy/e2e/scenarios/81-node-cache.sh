@@ -138,7 +138,15 @@ no_old() { local a; for a in $1; do [[ " $2 " != *" $a "* ]] || return 1; done; 
 # node's power-off on) name an address of TARGETS (its kube-proxy's before): the node's proxy
 # serves its pods not ready from its start after the reboot until the kubelet reports each at its
 # new address (docs/edge-autonomy.md), so its kube-proxy never sends to an old one.
-no_old_since_boot() { local _t targets; while read -r _t targets; do no_old "$1" "$targets" || return 1; done <"$2"; }
+# It fails too when the file records no target at all (kube-proxy's rules never read).
+no_old_since_boot() {
+    local _t targets seen=
+    while read -r _t targets; do
+        no_old "$1" "$targets" || return 1
+        [[ $targets == - ]] || seen=1
+    done <"$2"
+    [[ -n $seen ]]
+}
 # start_asker NODE LOG: a client in NODE's site (NODE's own network) asks the ServiceGrid's
 # ClusterIP every 200 ms, writing "<time> <the pod that answered, or -CODE> <connect s> <total s>"
 # lines to LOG (curl's times to the connection and to the whole answer); prints its PIDs (its
