@@ -625,11 +625,7 @@ impl NodeCache {
             );
         }
         state.local.pods.insert(summary.uid.clone(), summary);
-        state.local.dirty = true;
-        let all: Vec<LocalPod> = state.local.pods.values().cloned().collect();
-        drop(state);
-        self.inner.local.send_replace(all);
-        self.inner.dirty.notify_one();
+        self.local_changed(state);
         Ok(answer)
     }
 
@@ -665,18 +661,14 @@ impl NodeCache {
             self.record_boot(storage, boot);
             return 0;
         }
-        let (marked, on_disk) = self.mark_rebooted(storage);
-        // After the reports: a start in this boot must not mark again what
-        // the kubelet reported since (it writes a status only when it
-        // changes, so a pod marked again would stay not ready). Reports
-        // that could not be written yet are written by the next flush,
-        // which records the boot then.
-        if on_disk {
-            self.record_boot(storage, boot);
-        } else {
-            *self.inner.unrecorded_boot.lock() = Some(boot.to_owned());
-            self.inner.dirty.notify_one();
-        }
+        let marked = self.mark_rebooted();
+        // The boot is recorded by the flush that writes these reports, after
+        // them: a start in this boot must not mark again what the kubelet
+        // reported since (it writes a status only when it changes, so a pod
+        // marked again would stay not ready). If they cannot be written now,
+        // the write-behind tries again.
+        *self.inner.unrecorded_boot.lock() = Some(boot.to_owned());
+        self.flush();
         marked
     }
 
@@ -686,9 +678,8 @@ impl NodeCache {
         }
     }
 
-    /// [`NodeCache::booted`]'s reports after a reboot: how many, and
-    /// whether they are on disk.
-    fn mark_rebooted(&self, storage: &Storage) -> (usize, bool) {
+    /// [`NodeCache::booted`]'s reports after a reboot; how many.
+    fn mark_rebooted(&self) -> usize {
         let node = self.node();
         let mut state = self.inner.state.write();
         let pods: BTreeMap<String, LocalPod> = state
@@ -710,26 +701,14 @@ impl NodeCache {
                 (pod.uid.clone(), pod)
             })
             .collect();
-        let all: Vec<LocalPod> = pods.values().cloned().collect();
+        let n = pods.len();
         state.local.pods = pods;
-        drop(state);
-        let mut out = Flushed::default();
-        let on_disk = self
-            .note(
-                &mut out,
-                persist::LOCAL_FILE,
-                storage.write_local(node, all.clone()),
-                |s| s.local.dirty = true,
-            )
-            .is_ok();
-        self.noted(storage, &out);
+        self.local_changed(state);
         info!(
-            pods = all.len(),
+            pods = n,
             "the node rebooted since the node cache last ran: its pods are served not ready until the kubelet reports them"
         );
-        let n = all.len();
-        self.inner.local.send_replace(all);
-        (n, on_disk)
+        n
     }
 
     /// The kubelet's offline reports, as they change.
@@ -745,9 +724,16 @@ impl NodeCache {
             return;
         }
         state.local.pods.clear();
+        self.local_changed(state);
+    }
+
+    /// The reports in `state` changed: to be written, and sent to the
+    /// served-state cache.
+    fn local_changed(&self, mut state: parking_lot::RwLockWriteGuard<'_, State>) {
         state.local.dirty = true;
+        let all: Vec<LocalPod> = state.local.pods.values().cloned().collect();
         drop(state);
-        self.inner.local.send_replace(Vec::new());
+        self.inner.local.send_replace(all);
         self.inner.dirty.notify_one();
     }
 

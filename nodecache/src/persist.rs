@@ -240,14 +240,9 @@ impl Storage {
     /// Reads back the tokens' file, and the last journal record it holds
     /// (see [`crate::journal`]).
     pub fn load_tokens(&self, node: &str) -> Result<Option<(Tokens, u64)>, String> {
-        let Some(payload) = self.read(TOKENS_FILE)? else {
+        let Some(file) = self.read_records(TOKENS_FILE, node, |f: &TokensFile| &f.node)? else {
             return Ok(None);
         };
-        let file: TokensFile =
-            postcard::from_bytes(&payload).map_err(|e| format!("unreadable records: {e}"))?;
-        if file.node != node {
-            return Err(format!("kept for node {:?}, not {node:?}", file.node));
-        }
         let mut tokens = Tokens::default();
         for t in file.tokens {
             tokens.insert(t.into());
@@ -276,15 +271,8 @@ impl Storage {
 
     /// Reads back the kubelet's offline reports.
     pub fn load_local(&self, node: &str) -> Result<Option<Vec<crate::local::LocalPod>>, String> {
-        let Some(payload) = self.read(LOCAL_FILE)? else {
-            return Ok(None);
-        };
-        let file: LocalFile =
-            postcard::from_bytes(&payload).map_err(|e| format!("unreadable records: {e}"))?;
-        if file.node != node {
-            return Err(format!("kept for node {:?}, not {node:?}", file.node));
-        }
-        Ok(Some(file.pods))
+        let file = self.read_records(LOCAL_FILE, node, |f: &LocalFile| &f.node)?;
+        Ok(file.map(|f| f.pods))
     }
 
     /// Writes the kubelet's offline reports (none: removes the file).
@@ -307,15 +295,8 @@ impl Storage {
 
     /// Reads back the node's boot the node cache last ran in.
     pub fn load_boot(&self, node: &str) -> Result<Option<String>, String> {
-        let Some(payload) = self.read(BOOT_FILE)? else {
-            return Ok(None);
-        };
-        let file: BootFile =
-            postcard::from_bytes(&payload).map_err(|e| format!("unreadable records: {e}"))?;
-        if file.node != node {
-            return Err(format!("kept for node {:?}, not {node:?}", file.node));
-        }
-        Ok(Some(file.boot))
+        let file = self.read_records(BOOT_FILE, node, |f: &BootFile| &f.node)?;
+        Ok(file.map(|f| f.boot))
     }
 
     /// Writes the node's boot the node cache runs in.
@@ -327,6 +308,26 @@ impl Storage {
         };
         let payload = postcard::to_allocvec(&file).map_err(|e| e.to_string())?;
         self.write(BOOT_FILE, payload)
+    }
+
+    /// The records of the file `name`, kept for `node` (which `kept_for`
+    /// reads of them), if there is one.
+    fn read_records<T: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+        node: &str,
+        kept_for: impl Fn(&T) -> &str,
+    ) -> Result<Option<T>, String> {
+        let Some(payload) = self.read(name)? else {
+            return Ok(None);
+        };
+        let file: T =
+            postcard::from_bytes(&payload).map_err(|e| format!("unreadable records: {e}"))?;
+        let of = kept_for(&file);
+        if of != node {
+            return Err(format!("kept for node {of:?}, not {node:?}"));
+        }
+        Ok(Some(file))
     }
 
     /// The bytes every kept file takes on disk.
