@@ -227,7 +227,7 @@ fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
     // A list's item is kept as text (`UpstreamBody::ProtobufText`): its
     // bytes are of no further use and go now, before that text is written,
     // so as not to leave a gap among the page's kept texts.
-    let wire = (!listed).then(|| Bytes::from(wire));
+    let wire = (!listed).then_some(wire);
     let body = match (value, wire) {
         // A watch event's EndpointSlice (a list's items are read as values).
         (Ok(Decoded::Slice(message)), Some(wire)) => UpstreamBody::ProtobufSlice {

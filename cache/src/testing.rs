@@ -45,7 +45,9 @@ pub fn carried(served: Served, v: &Value, listed: bool) -> UpstreamObject {
         serde_json::from_slice::<Value>(&answer).expect("JSON")["items"][0].clone()
     } else {
         let event = pb::watch_event("MODIFIED", &pb::envelope(api_version, kind, &message));
-        let line = to_json::watch_event_carried(&event[4..]).expect("an event read");
+        let mut line = Vec::new();
+        to_json::watch_event_carried(bytes::Bytes::copy_from_slice(&event[4..]), &mut line)
+            .expect("an event read");
         serde_json::from_slice::<Value>(&line).expect("JSON")["object"].clone()
     };
     assert!(text.is_string(), "{kind}: carried, not converted");

@@ -37,10 +37,11 @@
 //! (an EndpointSlice as its message, [`SliceMessage`]: a client that keeps
 //! few of its endpoints writes only those).
 
+use bytes::Bytes;
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::api::discovery::{v1 as disc_v1, v1beta1 as disc_v1beta1};
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
-use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+use k8s_pb::apimachinery::pkg::runtime::TypeMeta;
 use prost::Message;
 use serde_json::{Map, Value};
 
@@ -119,39 +120,82 @@ pub fn answer_carried(wire: &[u8]) -> Result<Vec<u8>, DecodeError> {
 
 /// One event of a protobuf watch stream as its JSON line, like
 /// [`watch_event`], but the object of an `ADDED`, `MODIFIED` or `DELETED`
-/// event carried, not decoded here (a `BOOKMARK` or `ERROR` is converted).
-pub fn watch_event_carried(frame: &[u8]) -> Result<Vec<u8>, DecodeError> {
-    let event = meta::WatchEvent::decode(frame)?;
+/// event carried, not decoded here (a `BOOKMARK` or `ERROR` is converted):
+/// appended to `out` (without its newline), which is left as it was if the
+/// event does not read.
+pub fn watch_event_carried(frame: Bytes, out: &mut Vec<u8>) -> Result<(), DecodeError> {
+    // The object's bytes are a slice of the frame, not a copy.
+    let event = EventShim::decode(frame)?;
     let event_type = event.r#type.unwrap_or_default();
     let raw = event.object.and_then(|o| o.raw).unwrap_or_default();
     match event_type.as_str() {
         // Written straight into the line (the type is one of these words:
-        // nothing to escape), one allocation per event.
+        // nothing to escape).
         t @ ("ADDED" | "MODIFIED" | "DELETED") => {
-            let mut line = String::with_capacity(48 + raw.len().div_ceil(3) * 4);
-            line.push_str("{\"type\":\"");
-            line.push_str(t);
-            line.push_str("\",\"object\":\"");
-            push_carried(&mut line, CARRIED_PREFIX, &raw);
-            line.push_str("\"}");
-            Ok(line.into_bytes())
+            out.extend_from_slice(b"{\"type\":\"");
+            out.extend_from_slice(t.as_bytes());
+            out.extend_from_slice(b"\",\"object\":\"");
+            push_carried(out, CARRIED_PREFIX, &raw);
+            out.extend_from_slice(b"\"}");
+            Ok(())
         }
-        _ => event_line(event_type, &raw),
+        _ => {
+            out.extend_from_slice(&event_line(event_type, &raw)?);
+            Ok(())
+        }
     }
+}
+
+/// A `WatchEvent`, its object's bytes read as a slice of the frame.
+#[derive(Clone, PartialEq, prost::Message)]
+struct EventShim {
+    #[prost(string, optional, tag = "1")]
+    r#type: Option<String>,
+    #[prost(message, optional, tag = "2")]
+    object: Option<RawExtensionShim>,
+}
+
+/// A `RawExtension`: its bytes a slice of what was read.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawExtensionShim {
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    raw: Option<Bytes>,
+}
+
+/// A `runtime.Unknown` (an object's envelope): its message's bytes a slice
+/// of what was read, if that was [`Bytes`].
+#[derive(Clone, PartialEq, prost::Message)]
+struct UnknownShim {
+    #[prost(message, optional, tag = "1")]
+    type_meta: Option<TypeMeta>,
+    #[prost(bytes = "bytes", optional, tag = "2")]
+    raw: Option<Bytes>,
+    // Not used, but read as `Unknown` reads them (a string must be UTF-8).
+    #[prost(string, optional, tag = "3")]
+    content_encoding: Option<String>,
+    #[prost(string, optional, tag = "4")]
+    content_type: Option<String>,
 }
 
 /// `wire` (an object: `k8s\0` + envelope) as a carried object's text.
 fn carried(prefix: &str, wire: &[u8]) -> String {
-    let mut text = String::with_capacity(prefix.len() + wire.len().div_ceil(3) * 4);
+    let mut text = Vec::new();
     push_carried(&mut text, prefix, wire);
-    text
+    // The prefix and base64: ASCII.
+    String::from_utf8(text).unwrap_or_default()
 }
 
 /// Appends `wire` as a carried object's text to `out`.
-fn push_carried(out: &mut String, prefix: &str, wire: &[u8]) {
+fn push_carried(out: &mut Vec<u8>, prefix: &str, wire: &[u8]) {
     use base64::Engine as _;
-    out.push_str(prefix);
-    base64::engine::general_purpose::STANDARD.encode_string(wire, out);
+    out.reserve(prefix.len() + wire.len().div_ceil(3) * 4);
+    out.extend_from_slice(prefix.as_bytes());
+    let start = out.len();
+    out.resize(start + wire.len().div_ceil(3) * 4, 0);
+    let written = base64::engine::general_purpose::STANDARD
+        .encode_slice(wire, &mut out[start..])
+        .unwrap_or_default();
+    out.truncate(start + written);
 }
 
 /// A carried object read: its JSON value (a Service, Endpoints or
@@ -167,7 +211,7 @@ pub struct Carried {
     /// The object as the API server sent it (`k8s\0` and its envelope),
     /// which [`object_value`] reads as `value` again; empty if the text was
     /// not base64.
-    pub wire: Vec<u8>,
+    pub wire: Bytes,
 }
 
 /// `text` read as a carried object; None if it is not one.
@@ -179,9 +223,12 @@ pub fn carried_value(text: &str) -> Option<Carried> {
     };
     let (value, wire) = match base64::engine::general_purpose::STANDARD.decode(encoded) {
         // A list's items are kept as text, written at once.
-        Ok(wire) if listed => (object_value(&wire).map(Decoded::Value), wire),
-        Ok(wire) => (object(&wire), wire),
-        Err(e) => (Err(e.into()), Vec::new()),
+        Ok(wire) if listed => (object_value(&wire).map(Decoded::Value), Bytes::from(wire)),
+        Ok(wire) => {
+            let wire = Bytes::from(wire);
+            (object(wire.clone()), wire)
+        }
+        Err(e) => (Err(e.into()), Bytes::new()),
     };
     Some(Carried {
         value,
@@ -334,8 +381,8 @@ impl SliceMessage {
 /// A Service, Endpoints or EndpointSlice (`k8s\0` + envelope), an
 /// EndpointSlice as its message ([`SliceMessage`]), the others as JSON
 /// ([`object_value`]).
-pub fn object(wire: &[u8]) -> Result<Decoded, DecodeError> {
-    let (api_version, kind, raw) = envelope_parts(wire)?;
+pub fn object(wire: Bytes) -> Result<Decoded, DecodeError> {
+    let (api_version, kind, raw) = envelope(wire)?;
     let k = kind.as_str();
     let slice = match (api_version.as_str(), k) {
         ("discovery.k8s.io/v1", "EndpointSlice") => message_v1(&raw, k)?,
@@ -350,9 +397,18 @@ pub fn object(wire: &[u8]) -> Result<Decoded, DecodeError> {
 
 /// The `apiVersion`, `kind` and message of an object on the wire (`k8s\0`
 /// and its `runtime.Unknown` envelope).
-pub fn envelope_parts(wire: &[u8]) -> Result<(String, String, Vec<u8>), DecodeError> {
-    let body = wire.strip_prefix(MAGIC).ok_or(DecodeError::NoMagic)?;
-    let unknown = Unknown::decode(body)?;
+pub fn envelope_parts(wire: &[u8]) -> Result<(String, String, Bytes), DecodeError> {
+    envelope(wire)
+}
+
+/// [`envelope_parts`] of any bytes: the message is a slice of `wire` when
+/// it is [`Bytes`], a copy when it is a slice.
+fn envelope(mut wire: impl bytes::Buf) -> Result<(String, String, Bytes), DecodeError> {
+    if !wire.chunk().starts_with(MAGIC) {
+        return Err(DecodeError::NoMagic);
+    }
+    wire.advance(MAGIC.len());
+    let unknown = UnknownShim::decode(wire)?;
     let TypeMeta { api_version, kind } = unknown.type_meta.unwrap_or_default();
     Ok((
         api_version.unwrap_or_default(),

@@ -497,7 +497,7 @@ fn an_endpointslice_read_as_its_message_reads_as_the_apiservers_json() {
     let mut endpoints = 0;
     for (message, item) in raw.items.iter().zip(items) {
         let wire = protobuf::envelope("discovery.k8s.io/v1beta1", "EndpointSlice", message);
-        let Decoded::Slice(slice) = to_json::object(&wire).unwrap() else {
+        let Decoded::Slice(slice) = to_json::object(wire.clone()).unwrap() else {
             panic!("an EndpointSlice is read as its message");
         };
         // As the API server wrote it (its kind and apiVersion first, as in
@@ -663,7 +663,7 @@ fn an_endpointslice_message_tells_each_endpoints_node_readiness_and_pod() {
     ];
     for (api_version, message, said) in cases {
         let wire = protobuf::envelope(api_version, "EndpointSlice", &message);
-        let Decoded::Slice(slice) = to_json::object(&wire).unwrap() else {
+        let Decoded::Slice(slice) = to_json::object(wire.clone()).unwrap() else {
             panic!("{api_version}: an EndpointSlice is read as its message");
         };
         let facts: Vec<_> = slice
@@ -695,5 +695,170 @@ fn an_endpointslice_message_tells_each_endpoints_node_readiness_and_pod() {
             serde_json::to_string(&whole).unwrap(),
             "{api_version}"
         );
+    }
+}
+
+/// An EndpointSlice read as its message is read whole, though its endpoints
+/// are written only when a filter keeps them: every field of an endpoint of
+/// either version reads back as the whole object's JSON says (Go's empty
+/// map values included), and a field this build does not know, a map entry
+/// written twice, or a string that is not UTF-8, in any endpoint makes the
+/// slice unread as it does the whole object (incomplete, or malformed: so
+/// the caller reads JSON instead) where no filter would have kept it.
+#[test]
+fn an_endpointslice_message_is_checked_whole_where_its_endpoints_are_not_written() {
+    use k8s_pb::api::core::v1::ObjectReference;
+    use k8s_pb::api::discovery::v1 as disc_v1;
+    use protobuf::to_json::{self, DecodeError, Decoded};
+    let target_ref = Some(ObjectReference {
+        kind: Some("Pod".into()),
+        namespace: Some("ns".into()),
+        name: Some("p".into()),
+        uid: Some("u1".into()),
+        api_version: Some("v1".into()),
+        resource_version: Some("7".into()),
+        field_path: Some("spec".into()),
+    });
+    let conditions = (Some(true), Some(false), Some(true));
+    let v1 = disc_v1::Endpoint {
+        addresses: vec!["10.0.0.1".into(), "10.0.0.2".into()],
+        conditions: Some(disc_v1::EndpointConditions {
+            ready: conditions.0,
+            serving: conditions.1,
+            terminating: conditions.2,
+        }),
+        hostname: Some("h".into()),
+        target_ref: target_ref.clone(),
+        deprecated_topology: [("kubernetes.io/hostname".to_owned(), "n1".to_owned())].into(),
+        node_name: Some("n1".into()),
+        zone: Some("z".into()),
+        hints: Some(disc_v1::EndpointHints {
+            for_zones: vec![disc_v1::ForZone {
+                name: Some("z".into()),
+            }],
+            for_nodes: vec![disc_v1::ForNode {
+                name: Some("n1".into()),
+            }],
+        }),
+    };
+    let v1beta1 = v1beta1::Endpoint {
+        addresses: v1.addresses.clone(),
+        conditions: Some(v1beta1::EndpointConditions {
+            ready: conditions.0,
+            serving: conditions.1,
+            terminating: conditions.2,
+        }),
+        hostname: v1.hostname.clone(),
+        target_ref,
+        topology: v1.deprecated_topology.clone(),
+        node_name: v1.node_name.clone(),
+        hints: Some(v1beta1::EndpointHints {
+            for_zones: vec![v1beta1::ForZone {
+                name: Some("z".into()),
+            }],
+            for_nodes: vec![v1beta1::ForNode {
+                name: Some("n1".into()),
+            }],
+        }),
+    };
+    // A map entry as Go writes one with an empty value (prost leaves the
+    // empty value out): field 5, key "empty", value "".
+    let mut go_entry = Vec::new();
+    prost::encoding::string::encode(1, &"empty".to_owned(), &mut go_entry);
+    go_entry.extend_from_slice(&[0x12, 0x00]);
+    let with_go_entry = |mut endpoint: Vec<u8>| {
+        prost::encoding::bytes::encode(5, &go_entry, &mut endpoint);
+        endpoint
+    };
+    // A slice of two endpoints, the second as `second` is.
+    let meta = meta::ObjectMeta {
+        name: Some("s".into()),
+        namespace: Some("ns".into()),
+        ..Default::default()
+    };
+    let slice = |first: &[u8], second: &[u8]| {
+        let mut out = Vec::new();
+        prost::encoding::message::encode(1, &meta, &mut out);
+        prost::encoding::bytes::encode(2, &first.to_vec(), &mut out);
+        prost::encoding::bytes::encode(2, &second.to_vec(), &mut out);
+        prost::encoding::string::encode(4, &"IPv4".to_owned(), &mut out);
+        out
+    };
+    for (api_version, endpoint) in [
+        ("discovery.k8s.io/v1", with_go_entry(v1.encode_to_vec())),
+        (
+            "discovery.k8s.io/v1beta1",
+            with_go_entry(v1beta1.encode_to_vec()),
+        ),
+    ] {
+        let wire = |second: &[u8]| {
+            protobuf::envelope(api_version, "EndpointSlice", &slice(&endpoint, second))
+        };
+        let whole = wire(&endpoint);
+        let Decoded::Slice(read) = to_json::object(whole.clone()).unwrap() else {
+            panic!("{api_version}: an EndpointSlice is read as its message");
+        };
+        let value = to_json::object_value(&whole).unwrap();
+        let topology = if api_version.ends_with("v1") {
+            "deprecatedTopology"
+        } else {
+            "topology"
+        };
+        assert_eq!(
+            value["endpoints"][1][topology]["empty"], "",
+            "{api_version}"
+        );
+        assert_eq!(value["endpoints"][1]["targetRef"]["fieldPath"], "spec");
+        assert_eq!(value["endpoints"][1]["hints"]["forNodes"][0]["name"], "n1");
+        assert_eq!(
+            read.endpoints()
+                .map(|f| (f.node, f.ready, f.pod_uid))
+                .collect::<Vec<_>>(),
+            vec![(Some("n1"), true, Some("u1")); 2],
+            "{api_version}"
+        );
+        assert_eq!(read.into_value(), value, "{api_version}");
+        // A field no version of the message has, in the second endpoint.
+        let mut unknown_field = endpoint.clone();
+        prost::encoding::string::encode(99, &"new".to_owned(), &mut unknown_field);
+        let incomplete = wire(&unknown_field);
+        for err in [
+            to_json::object(incomplete.clone()).err(),
+            to_json::object_value(&incomplete).err(),
+        ] {
+            assert!(
+                matches!(err, Some(DecodeError::Incomplete(ref kind, _)) if kind == "EndpointSlice"),
+                "{api_version}: {err:?}"
+            );
+        }
+        // A topology entry written twice (a map keeps one of them).
+        let twice = with_go_entry(endpoint.clone());
+        for err in [
+            to_json::object(wire(&twice)).err(),
+            to_json::object_value(&wire(&twice)).err(),
+        ] {
+            assert!(
+                matches!(err, Some(DecodeError::Incomplete(ref kind, _)) if kind == "EndpointSlice"),
+                "{api_version}: {err:?}"
+            );
+        }
+        // A hostname that is not UTF-8, in the second endpoint: after its
+        // own (so written twice), or before it (the last one read is UTF-8).
+        let mut after = endpoint.clone();
+        prost::encoding::bytes::encode(3, &vec![0xff, 0xfe], &mut after);
+        let mut before = Vec::new();
+        prost::encoding::bytes::encode(3, &vec![0xff, 0xfe], &mut before);
+        before.extend_from_slice(&endpoint);
+        for not_utf8 in [after, before] {
+            for err in [
+                to_json::object(wire(&not_utf8)).err(),
+                to_json::object_value(&wire(&not_utf8)).err(),
+            ] {
+                assert!(
+                    matches!(err, Some(DecodeError::Malformed(_))),
+                    "{api_version}: {err:?}"
+                );
+            }
+        }
     }
 }

@@ -158,18 +158,18 @@ impl Stored {
     /// message, anything else as JSON.
     pub(super) fn decoded(&self) -> Option<Decoded> {
         let raw = self.raw.as_ref()?.try_unpack()?;
-        Some(parse(&raw))
+        Some(parse(raw))
     }
 }
 
 /// An object the API server sent, in protobuf (which begins with its magic
 /// bytes) or JSON; it was read once when it arrived, so a failure here is
 /// not expected: it yields an empty object.
-fn parse(raw: &[u8]) -> Decoded {
+fn parse(raw: bytes::Bytes) -> Decoded {
     let read = if raw.starts_with(protobuf::MAGIC) {
         protobuf::to_json::object(raw).ok()
     } else {
-        serde_json::from_slice(raw).ok().map(Decoded::Value)
+        serde_json::from_slice(&raw).ok().map(Decoded::Value)
     };
     read.unwrap_or_else(|| Decoded::Value(Value::Object(Map::new())))
 }

@@ -152,9 +152,12 @@ pub fn protobuf_answer(data: &[u8]) {
     let mut buf = bytes::BytesMut::from(wire);
     let mut events = sitegrid_proxy::upstream::protobuf::watch_events();
     while let Ok(Some(frame)) = tokio_util::codec::Decoder::decode(&mut events, &mut buf) {
-        let Ok(line) = protobuf::to_json::watch_event_carried(&frame) else {
+        // As the proxy reads it: the frame frozen in the codec's buffer.
+        let frame = frame.freeze();
+        let mut line = Vec::new();
+        if protobuf::to_json::watch_event_carried(frame.clone(), &mut line).is_err() {
             break;
-        };
+        }
         let whole = protobuf::to_json::watch_event(&frame)
             .ok()
             .map(|j| serde_json::from_slice::<Value>(&j).expect("the whole event is JSON"));

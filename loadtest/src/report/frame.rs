@@ -42,13 +42,13 @@ impl WatchFrame {
         let wire = event.object.and_then(|o| o.raw).unwrap_or_default();
         let (_, _, raw) = envelope_parts(&wire).ok()?;
         let object = if kind == "ERROR" {
-            let status = meta::Status::decode(raw.as_slice()).ok()?;
+            let status = meta::Status::decode(&raw[..]).ok()?;
             Item {
                 metadata: Meta::default(),
                 code: status.code.and_then(|c| u16::try_from(c).ok()),
             }
         } else {
-            let m = Metadata::decode(raw.as_slice())
+            let m = Metadata::decode(&raw[..])
                 .ok()?
                 .metadata
                 .unwrap_or_default();

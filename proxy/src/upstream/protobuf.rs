@@ -280,11 +280,8 @@ where
                         return Poll::Ready(Some(Err(e.into())));
                     }
                 };
-                match to_json::watch_event_carried(&frame) {
-                    Ok(line) => {
-                        lines.extend_from_slice(&line);
-                        lines.push(b'\n');
-                    }
+                match to_json::watch_event_carried(frame.freeze(), &mut lines) {
+                    Ok(()) => lines.push(b'\n'),
                     Err(e) => {
                         // The events before it are not sent either: the
                         // reflector re-watches from the last one it read.
