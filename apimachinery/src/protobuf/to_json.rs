@@ -423,7 +423,7 @@ fn answer_value(wire: &[u8]) -> Result<Value, DecodeError> {
 }
 
 /// The message `raw` of `kind` as JSON, with its `kind` and `apiVersion`.
-fn typed_value(api_version: String, kind: String, raw: &[u8]) -> Result<Value, DecodeError> {
+fn typed_value(api_version: String, kind: String, raw: &Bytes) -> Result<Value, DecodeError> {
     let k = kind.as_str();
     let fields = match (api_version.as_str(), k) {
         ("v1", "Service") => service(read::<_, ServiceShim>(raw, k)?),
@@ -434,19 +434,19 @@ fn typed_value(api_version: String, kind: String, raw: &[u8]) -> Result<Value, D
         }
         ("v1", "Status") => status(read::<_, NoMaps>(raw, k)?),
         ("v1", "ServiceList") => {
-            let l: core::ServiceList = read::<_, ListShim<ServiceShim>>(raw, k)?;
+            let l: core::ServiceList = read::<_, ServiceListShim>(raw, k)?;
             list(l.metadata, l.items, service)
         }
         ("v1", "EndpointsList") => {
-            let l: core::EndpointsList = read::<_, ListShim<EndpointsShim>>(raw, k)?;
+            let l: core::EndpointsList = read::<_, EndpointsListShim>(raw, k)?;
             list(l.metadata, l.items, endpoints)
         }
         ("discovery.k8s.io/v1", "EndpointSliceList") => {
-            let l: disc_v1::EndpointSliceList = read::<_, ListShim<SliceShim>>(raw, k)?;
+            let l: disc_v1::EndpointSliceList = read::<_, SliceListShim>(raw, k)?;
             list(l.metadata, l.items, slice_v1)
         }
         ("discovery.k8s.io/v1beta1", "EndpointSliceList") => {
-            let l: disc_v1beta1::EndpointSliceList = read::<_, ListShim<SliceShim>>(raw, k)?;
+            let l: disc_v1beta1::EndpointSliceList = read::<_, SliceListShim>(raw, k)?;
             list(l.metadata, l.items, slice_v1beta1)
         }
         _ => return Err(DecodeError::UnknownKind { api_version, kind }),
@@ -461,9 +461,10 @@ fn typed_value(api_version: String, kind: String, raw: &[u8]) -> Result<Value, D
 /// Decodes `raw` as `kind`'s message `M`, complete (see the module doc):
 /// what prost writes of it, plus what Go writes that prost does not (found
 /// by reading `raw` again as `X`: `M`'s map entries and removed fields, with
-/// their presence), must be all of `raw`.
-fn read<M: Message + Default, X: Extras>(raw: &[u8], kind: &str) -> Result<M, DecodeError> {
-    let m = M::decode(raw)?;
+/// their presence, and the lengths of the parts that hold them), must be
+/// all of `raw`.
+fn read<M: Message + Default, X: Extras>(raw: &Bytes, kind: &str) -> Result<M, DecodeError> {
+    let m = M::decode(&raw[..])?;
     let kept = m.encoded_len();
     // Of a canonical encoding (Go's, prost's) prost writes no more than it
     // read (it only leaves empty strings out): when it already accounts for
@@ -473,7 +474,8 @@ fn read<M: Message + Default, X: Extras>(raw: &[u8], kind: &str) -> Result<M, De
     if kept == raw.len() {
         return Ok(m);
     }
-    let measured = kept + 2 * X::decode(raw).map_or(0, |x| x.empties());
+    // Read from `Bytes`, the parts are slices of `raw`, not copies.
+    let measured = kept + X::decode(raw.clone()).map_or(0, |x| x.shrink());
     if measured == raw.len() {
         Ok(m)
     } else {
@@ -490,80 +492,106 @@ fn read<M: Message + Default, X: Extras>(raw: &[u8], kind: &str) -> Result<M, De
 /// one out; a 1.24 or older server writes `ObjectMeta.clusterName` (field
 /// 15, gone from the API in 1.25, so from k8s-pb) empty in every object.
 /// Whether a message came from Go or from prost (another sitegrid proxy),
-/// these count what it really holds.
+/// these count what it really holds. The parts that hold them (a map entry,
+/// the metadata, an endpoint, a list's item) are read as their bytes: each
+/// is prefixed with its length, which prost, writing it shorter, may write
+/// in a byte fewer (127 and 128 take one byte and two).
 trait Extras: Message + Default {
-    /// How many empty strings of these parts the bytes hold.
-    fn empties(&self) -> usize;
+    /// How many bytes fewer prost writes of these bytes.
+    fn shrink(&self) -> usize;
+}
+
+/// How many bytes fewer prost writes of a part that Go wrote as `part`
+/// (read as `X`), the prefix of its length included.
+fn part<X: Extras>(part: &Bytes) -> usize {
+    let inner = X::decode(part.clone()).map_or(0, |x| x.shrink());
+    let len = |n: usize| prost::encoding::encoded_len_varint(n as u64);
+    inner + len(part.len()) - len(part.len().saturating_sub(inner))
+}
+
+fn parts<X: Extras>(parts: &[Bytes]) -> usize {
+    parts.iter().map(part::<X>).sum()
+}
+
+fn optional<X: Extras>(p: &Option<Bytes>) -> usize {
+    p.as_ref().map_or(0, part::<X>)
+}
+
+/// Two bytes for an empty string that was written.
+fn written_empty(s: &Option<Bytes>) -> usize {
+    2 * usize::from(s.as_ref().is_some_and(Bytes::is_empty))
 }
 
 /// A map entry, its key and value present only when written.
 #[derive(Clone, PartialEq, prost::Message)]
 struct EntryShim {
-    #[prost(string, optional, tag = "1")]
-    key: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    value: Option<String>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    key: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "2")]
+    value: Option<Bytes>,
 }
 
-fn empty_entries(entries: &[EntryShim]) -> usize {
-    entries
-        .iter()
-        .map(|e| {
-            usize::from(e.key.as_deref() == Some("")) + usize::from(e.value.as_deref() == Some(""))
-        })
-        .sum()
+impl Extras for EntryShim {
+    fn shrink(&self) -> usize {
+        written_empty(&self.key) + written_empty(&self.value)
+    }
 }
 
 /// `ObjectMeta`: labels, annotations and the removed `clusterName`.
 #[derive(Clone, PartialEq, prost::Message)]
 struct MetaShim {
-    #[prost(message, repeated, tag = "11")]
-    labels: Vec<EntryShim>,
-    #[prost(message, repeated, tag = "12")]
-    annotations: Vec<EntryShim>,
-    #[prost(string, optional, tag = "15")]
-    cluster_name: Option<String>,
+    #[prost(bytes = "bytes", repeated, tag = "11")]
+    labels: Vec<Bytes>,
+    #[prost(bytes = "bytes", repeated, tag = "12")]
+    annotations: Vec<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "15")]
+    cluster_name: Option<Bytes>,
 }
 
-fn meta_empties(m: Option<&MetaShim>) -> usize {
-    m.map_or(0, |m| {
-        empty_entries(&m.labels)
-            + empty_entries(&m.annotations)
-            + usize::from(m.cluster_name.as_deref() == Some(""))
-    })
+impl Extras for MetaShim {
+    fn shrink(&self) -> usize {
+        parts::<EntryShim>(&self.labels)
+            + parts::<EntryShim>(&self.annotations)
+            + written_empty(&self.cluster_name)
+    }
 }
 
 /// `ServiceSpec`: its selector.
 #[derive(Clone, PartialEq, prost::Message)]
 struct SpecShim {
-    #[prost(message, repeated, tag = "2")]
-    selector: Vec<EntryShim>,
+    #[prost(bytes = "bytes", repeated, tag = "2")]
+    selector: Vec<Bytes>,
+}
+
+impl Extras for SpecShim {
+    fn shrink(&self) -> usize {
+        parts::<EntryShim>(&self.selector)
+    }
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct ServiceShim {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<MetaShim>,
-    #[prost(message, optional, tag = "2")]
-    spec: Option<SpecShim>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    metadata: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "2")]
+    spec: Option<Bytes>,
 }
 
 impl Extras for ServiceShim {
-    fn empties(&self) -> usize {
-        meta_empties(self.metadata.as_ref())
-            + self.spec.as_ref().map_or(0, |s| empty_entries(&s.selector))
+    fn shrink(&self) -> usize {
+        optional::<MetaShim>(&self.metadata) + optional::<SpecShim>(&self.spec)
     }
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct EndpointsShim {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<MetaShim>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    metadata: Option<Bytes>,
 }
 
 impl Extras for EndpointsShim {
-    fn empties(&self) -> usize {
-        meta_empties(self.metadata.as_ref())
+    fn shrink(&self) -> usize {
+        optional::<MetaShim>(&self.metadata)
     }
 }
 
@@ -571,48 +599,57 @@ impl Extras for EndpointsShim {
 /// `deprecatedTopology` in `v1`, field 5 in both.
 #[derive(Clone, PartialEq, prost::Message)]
 struct EndpointShim {
-    #[prost(message, repeated, tag = "5")]
-    topology: Vec<EntryShim>,
+    #[prost(bytes = "bytes", repeated, tag = "5")]
+    topology: Vec<Bytes>,
+}
+
+impl Extras for EndpointShim {
+    fn shrink(&self) -> usize {
+        parts::<EntryShim>(&self.topology)
+    }
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct SliceShim {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<MetaShim>,
-    #[prost(message, repeated, tag = "2")]
-    endpoints: Vec<EndpointShim>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    metadata: Option<Bytes>,
+    #[prost(bytes = "bytes", repeated, tag = "2")]
+    endpoints: Vec<Bytes>,
 }
 
 impl Extras for SliceShim {
-    fn empties(&self) -> usize {
-        meta_empties(self.metadata.as_ref())
-            + self
-                .endpoints
-                .iter()
-                .map(|e| empty_entries(&e.topology))
-                .sum::<usize>()
+    fn shrink(&self) -> usize {
+        optional::<MetaShim>(&self.metadata) + parts::<EndpointShim>(&self.endpoints)
     }
 }
 
-/// Any list: its items are field 2.
-#[derive(Clone, PartialEq, prost::Message)]
-struct ListShim<T: Extras + Send + Sync + std::fmt::Debug> {
-    #[prost(message, repeated, tag = "2")]
-    items: Vec<T>,
+/// A list of `$item`s: its items are field 2.
+macro_rules! list_shim {
+    ($name:ident, $item:ty) => {
+        #[derive(Clone, PartialEq, prost::Message)]
+        struct $name {
+            #[prost(bytes = "bytes", repeated, tag = "2")]
+            items: Vec<Bytes>,
+        }
+
+        impl Extras for $name {
+            fn shrink(&self) -> usize {
+                parts::<$item>(&self.items)
+            }
+        }
+    };
 }
 
-impl<T: Extras + Send + Sync + std::fmt::Debug> Extras for ListShim<T> {
-    fn empties(&self) -> usize {
-        self.items.iter().map(Extras::empties).sum()
-    }
-}
+list_shim!(ServiceListShim, ServiceShim);
+list_shim!(EndpointsListShim, EndpointsShim);
+list_shim!(SliceListShim, SliceShim);
 
 /// A message without maps (`Status`).
 #[derive(Clone, PartialEq, prost::Message)]
 struct NoMaps {}
 
 impl Extras for NoMaps {
-    fn empties(&self) -> usize {
+    fn shrink(&self) -> usize {
         0
     }
 }
@@ -1018,7 +1055,7 @@ macro_rules! slice_version {
             $parts(metadata, s, &mut |_| true)
         }
 
-        fn $message(raw: &[u8], kind: &str) -> Result<SliceMessage, DecodeError> {
+        fn $message(raw: &Bytes, kind: &str) -> Result<SliceMessage, DecodeError> {
             let mut s: $m::EndpointSlice = read::<_, SliceShim>(raw, kind)?;
             Ok(SliceMessage {
                 metadata: object_meta(s.metadata.take()),

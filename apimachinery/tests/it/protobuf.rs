@@ -862,3 +862,105 @@ fn an_endpointslice_message_is_checked_whole_where_its_endpoints_are_not_written
         }
     }
 }
+
+/// A map entry as Go writes it when its value is empty (key, then an empty
+/// value, which prost would leave out).
+fn go_entry_with_empty_value(key: &str) -> Vec<u8> {
+    let mut entry = Vec::new();
+    prost::encoding::string::encode(1, &key.to_owned(), &mut entry);
+    entry.extend_from_slice(&[0x12, 0x00]);
+    entry
+}
+
+/// `ObjectMeta` as a 1.24 or older kube-apiserver writes it: with the empty
+/// `clusterName` (field 15, unknown to this build's messages) and a label
+/// whose value is empty, both of which prost leaves out.
+fn go_meta(name: &str, label: &str, annotation: &str) -> Vec<u8> {
+    let mut meta = meta::ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some("ns".into()),
+        annotations: if annotation.is_empty() {
+            Default::default()
+        } else {
+            [("note".to_owned(), annotation.to_owned())].into()
+        },
+        ..Default::default()
+    }
+    .encode_to_vec();
+    prost::encoding::bytes::encode(11, &go_entry_with_empty_value(label), &mut meta);
+    meta.extend_from_slice(&[0x7a, 0x00]);
+    meta
+}
+
+/// Go writes empty strings prost leaves out; where they make a part of the
+/// message one byte longer to prefix with its length (a length of 127 or
+/// less becoming 128 or more, 16,383 becoming 16,384), the object still
+/// reads complete, as kube-apiserver's JSON of it would: at every length
+/// around those, for a Service's metadata and label, an EndpointSlice's
+/// endpoint and a list's item, read whole or (a watch event's slice) as its
+/// message.
+#[test]
+fn empty_strings_go_writes_read_complete_at_every_length() {
+    use protobuf::to_json::{self, Decoded};
+    let service = |meta: &[u8]| {
+        let mut service = Vec::new();
+        prost::encoding::bytes::encode(1, &meta.to_vec(), &mut service);
+        protobuf::envelope("v1", "Service", &service)
+    };
+    // The metadata (name) and the label's entry (its key) across 128.
+    for n in 100..140 {
+        let name = "n".repeat(n);
+        let label = "l".repeat(n);
+        for (name, label) in [(name.as_str(), "headless"), ("s", label.as_str())] {
+            let wire = service(&go_meta(name, label, ""));
+            let value = to_json::object_value(&wire)
+                .unwrap_or_else(|e| panic!("name {}, label {}: {e}", name.len(), label.len()));
+            assert_eq!(value["metadata"]["name"], name);
+            assert_eq!(value["metadata"]["labels"][label], "");
+        }
+    }
+    // An endpoint (its hostname) across 128, with an empty topology value.
+    for n in 90..130 {
+        let hostname = "h".repeat(n);
+        let mut endpoint = v1beta1::Endpoint {
+            addresses: vec!["10.0.0.1".into()],
+            hostname: Some(hostname.clone()),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        prost::encoding::bytes::encode(5, &go_entry_with_empty_value("zone"), &mut endpoint);
+        let mut slice = Vec::new();
+        prost::encoding::bytes::encode(1, &go_meta("s", "headless", ""), &mut slice);
+        prost::encoding::bytes::encode(2, &endpoint, &mut slice);
+        prost::encoding::string::encode(4, &"IPv4".to_owned(), &mut slice);
+        let wire = protobuf::envelope("discovery.k8s.io/v1beta1", "EndpointSlice", &slice);
+        let value = to_json::object_value(&wire).unwrap_or_else(|e| panic!("hostname {n}: {e}"));
+        assert_eq!(value["endpoints"][0]["hostname"], hostname.as_str());
+        assert_eq!(value["endpoints"][0]["topology"]["zone"], "");
+        match to_json::object(wire) {
+            Ok(Decoded::Slice(message)) => assert_eq!(message.into_value(), value),
+            other => panic!("hostname {n}: read as its message: {other:?}"),
+        }
+    }
+    // A list's item across 16,384 (its annotation's length).
+    for n in 16_250..16_400 {
+        let item = go_meta("s", "headless", &"a".repeat(n));
+        let mut service = Vec::new();
+        prost::encoding::bytes::encode(1, &item, &mut service);
+        let mut list = Vec::new();
+        prost::encoding::message::encode(1, &protobuf::list_meta("7", "", None), &mut list);
+        prost::encoding::bytes::encode(2, &service, &mut list);
+        let wire = protobuf::envelope("v1", "ServiceList", &list);
+        let value: Value = serde_json::from_slice(
+            &to_json::answer(&wire).unwrap_or_else(|e| panic!("annotation {n}: {e}")),
+        )
+        .unwrap();
+        assert_eq!(value["items"][0]["metadata"]["labels"]["headless"], "");
+        assert_eq!(
+            value["items"][0]["metadata"]["annotations"]["note"]
+                .as_str()
+                .map(str::len),
+            Some(n)
+        );
+    }
+}
