@@ -7,7 +7,8 @@ use std::fs;
 pub struct Machine {
     /// `model name` of the first CPU.
     pub cpu: String,
-    /// Online CPUs.
+    /// The host's CPUs (not this process's: the report pins itself to
+    /// some when it gives the proxy a CPU of its own).
     pub cores: usize,
     /// `MemTotal`, in KiB.
     pub memory_kib: u64,
@@ -22,7 +23,10 @@ impl Machine {
         let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
         Machine {
             cpu: field(&cpuinfo, "model name").unwrap_or_else(|| "unknown".into()),
-            cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            cores: match processors(&cpuinfo) {
+                0 => std::thread::available_parallelism().map_or(0, |n| n.get()),
+                n => n,
+            },
             memory_kib: field(&meminfo, "MemTotal")
                 .and_then(|v| v.split_whitespace().next()?.parse().ok())
                 .unwrap_or(0),
@@ -30,6 +34,17 @@ impl Machine {
                 .map_or_else(|_| "unknown".into(), |s| s.trim().to_owned()),
         }
     }
+}
+
+/// The CPUs `/proc/cpuinfo` lists.
+fn processors(cpuinfo: &str) -> usize {
+    cpuinfo
+        .lines()
+        .filter(|l| {
+            l.split_once(':')
+                .is_some_and(|(k, _)| k.trim() == "processor")
+        })
+        .count()
 }
 
 /// The value of `name: value` in a `/proc` text file.
@@ -52,5 +67,10 @@ mod tests {
             Some("Some CPU @ 2.0GHz")
         );
         assert_eq!(field(text, "flags"), None);
+        assert_eq!(processors(text), 1);
+        assert_eq!(
+            processors(&format!("{text}\n{}", text.replace('0', "1"))),
+            2
+        );
     }
 }
