@@ -199,6 +199,20 @@ pub fn cpu_split_ms(pid: u32) -> (f64, f64) {
     (ms(11), ms(12))
 }
 
+/// The write system calls the process made so far (`syscw` of
+/// `/proc/<pid>/io`: `write`, `writev` and their kin, to sockets and files
+/// alike), 0 when unreadable. A watch server's writes to its watchers are
+/// nearly all of them: each carries what was ready for one watcher at once,
+/// so writes per change tell how well events are batched.
+pub fn write_calls(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("syscw:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The process's resident set, in KiB.
 pub fn rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmRSS:")
@@ -231,4 +245,27 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
             .parse()
             .ok()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    /// Every write system call the process makes is counted, whatever the
+    /// other threads do (they can only add to it).
+    #[test]
+    fn write_calls_count_each_write_the_process_makes() {
+        let pid = std::process::id();
+        let path = std::env::temp_dir().join(format!("sitegrid-write-calls-{pid}"));
+        let mut file = std::fs::File::create(&path).unwrap();
+        let before = super::write_calls(pid);
+        assert!(before > 0, "the process's writes are readable");
+        for _ in 0..100 {
+            // An unbuffered file: one `write` each.
+            file.write_all(b"x").unwrap();
+        }
+        let after = super::write_calls(pid);
+        std::fs::remove_file(&path).unwrap();
+        assert!(after >= before + 100, "{before} → {after}");
+    }
 }

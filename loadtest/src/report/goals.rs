@@ -151,8 +151,14 @@ fn throughput(r: &Report) -> GoalRow {
     GoalRow {
         goal,
         measured: format!(
-            "{per_core:.0} changes per CPU-second ({} changes/s × {} watchers: {:.0} ms CPU for {} changes{placement}; {:.0} counting its user space alone)",
-            c.rate, c.watchers, c.proxy_cpu_ms, c.changes, c.user_changes_per_core_second()
+            "{per_core:.0} changes per CPU-second ({} changes/s × {} watchers: {:.0} ms CPU for {} changes{placement}; {:.0} counting its user space alone; {:.1} writes a change, {:.1} µs of the kernel's time each)",
+            c.rate,
+            c.watchers,
+            c.proxy_cpu_ms,
+            c.changes,
+            c.user_changes_per_core_second(),
+            c.writes_per_change(),
+            c.kernel_us_per_write()
         ),
         ratio: None,
         verdict: if per_core >= 5000.0 {
@@ -304,6 +310,7 @@ mod tests {
             writer_behind: Duration::ZERO,
             proxy_cpu_ms: cpu_ms,
             proxy_user_ms: cpu_ms / 2.0,
+            proxy_writes: changes * 10,
             proxy_rss_kib: 20_000,
             lost: Lost::default(),
         }
@@ -379,7 +386,14 @@ mod tests {
         // Half of it in user space (row's split): twice the changes counting that alone.
         assert!(
             g.measured
-                .ends_with("; 11765 counting its user space alone)"),
+                .contains("; 11765 counting its user space alone;"),
+            "{}",
+            g.measured
+        );
+        // Ten writes a change (row's), over which the kernel's 3.4 s.
+        assert!(
+            g.measured
+                .ends_with("; 10.0 writes a change, 8.5 µs of the kernel's time each)"),
             "{}",
             g.measured
         );

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{
     goals::{goals, Verdict},
-    model::{Lost, Report},
+    model::{ChurnRow, Lost, Report, Target},
 };
 
 fn ms(d: Duration) -> String {
@@ -15,6 +15,19 @@ fn ms(d: Duration) -> String {
 
 fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+/// A churn row's writes per change, and events per write; none for a
+/// direct row (its watchers are not the proxy's).
+fn writes(c: &ChurnRow) -> String {
+    match c.target {
+        Target::Direct => "–".into(),
+        Target::Proxy => format!(
+            "{:.1} ({:.1} events a write)",
+            c.writes_per_change(),
+            c.events_per_write()
+        ),
+    }
 }
 
 fn lost(l: &Lost) -> String {
@@ -92,11 +105,11 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
     }
     if !r.churn.is_empty() {
         let _ = writeln!(o, "## Steady churn\n\n{}\n", r.churn_cluster);
-        let _ = writeln!(o, "| changes/s | target | watchers | changes | events | p50 | p99 | p99.9 | max | writer behind | proxy CPU per 1,000 events | proxy RSS | lost |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(o, "| changes/s | target | watchers | changes | events | p50 | p99 | p99.9 | max | writer behind | proxy CPU per 1,000 events | proxy writes per change | proxy RSS | lost |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         for c in &r.churn {
             let _ = writeln!(
                 o,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} ms | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} ms | {} | {} | {} |",
                 c.rate,
                 c.target.name(),
                 c.watchers,
@@ -108,11 +121,15 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
                 ms(c.latency.max),
                 ms(c.writer_behind),
                 c.cpu_per_1000_events(),
+                writes(c),
                 mib(c.proxy_rss_kib),
                 lost(&c.lost)
             );
         }
-        let _ = writeln!(o, "\nThe proxy's CPU in a direct row is what following the upstream costs it with no watcher of its own.\n");
+        let _ = writeln!(o, "\nThe proxy's CPU in a direct row is what following the upstream costs it with no watcher of its own. \
+            A proxy row's writes per change are its write system calls over the changes: each carries what was \
+            ready for one watcher at once (events a write), so they follow how the upstream's events bunch in \
+            time as much as the proxy, and on loopback each costs the kernel the watcher's receive as well.\n");
         if let Some(one) = &r.one_core {
             let c = &one.row;
             let _ = writeln!(
@@ -124,7 +141,8 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
                  proxy CPU, **{:.0} changes per CPU-second**; p50 {}, p99 {}; {} lost. The goal of changes \
                  per CPU-second on one core is judged from this run. Of the proxy's CPU, {:.0} ms were in user \
                  space ({:.0} changes per user-space CPU-second) and {:.0} ms in the kernel, which on loopback \
-                 carries the watchers' receive path as well as the sending.\n",
+                 carries the watchers' receive path as well as the sending. It made {} write system calls, \
+                 {:.1} a change ({:.1} events a write): {:.1} µs of the kernel's time a write.\n",
                 c.rate,
                 one.cpu,
                 if one.others.len() > 1 { "s" } else { "" },
@@ -139,6 +157,10 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
                 c.proxy_user_ms,
                 c.user_changes_per_core_second(),
                 c.proxy_cpu_ms - c.proxy_user_ms,
+                c.proxy_writes,
+                c.writes_per_change(),
+                c.events_per_write(),
+                c.kernel_us_per_write(),
             );
         }
         for c in r

@@ -154,6 +154,9 @@ pub struct ChurnRow {
     /// Of it, the time in user space (the rest is the kernel's: on loopback
     /// it carries the watchers' receive path as well as the sending).
     pub proxy_user_ms: f64,
+    /// The proxy's write system calls during the phase (to its watchers,
+    /// nearly all: each carries what was ready for one watcher at once).
+    pub proxy_writes: u64,
     /// The proxy's RSS at the end of the phase, KiB.
     pub proxy_rss_kib: u64,
     /// Lost events.
@@ -175,6 +178,21 @@ impl ChurnRow {
     /// The same, counting the proxy's time in user space alone.
     pub fn user_changes_per_core_second(&self) -> f64 {
         self.changes_per_second_of(self.proxy_user_ms)
+    }
+
+    /// The proxy's write system calls per upstream change.
+    pub fn writes_per_change(&self) -> f64 {
+        self.proxy_writes as f64 / self.changes.max(1) as f64
+    }
+
+    /// Events delivered per write system call of the proxy.
+    pub fn events_per_write(&self) -> f64 {
+        self.events as f64 / self.proxy_writes.max(1) as f64
+    }
+
+    /// The proxy's time in the kernel per write system call, µs.
+    pub fn kernel_us_per_write(&self) -> f64 {
+        (self.proxy_cpu_ms - self.proxy_user_ms) * 1000.0 / self.proxy_writes.max(1) as f64
     }
 
     /// The phase's changes over `cpu_ms` of CPU, per second of it.

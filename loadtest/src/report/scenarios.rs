@@ -15,7 +15,7 @@ use super::{
     model::{ChurnRow, ColdRow, ListRow, Lost, Memory, OneCore, Percentiles, Target},
     probe::{histogram, Probe, ProbeConfig, WatcherResult, SLICES},
 };
-use crate::{client, cpu_split_ms, rss_anon_kib, rss_kib};
+use crate::{client, cpu_split_ms, rss_anon_kib, rss_kib, write_calls};
 
 /// How long watchers may take to list and open their watch.
 const SYNC_LIMIT: Duration = Duration::from_secs(120);
@@ -254,6 +254,7 @@ async fn churn_phase(
     )
     .await?;
     let (user_before, system_before) = cpu_split_ms(proxy.pid());
+    let writes_before = write_calls(proxy.pid());
     let total = (rate * duration.as_secs_f64()).round() as u64;
     let outcome = churner
         .run(rate, duration, |sent| {
@@ -268,6 +269,7 @@ async fn churn_phase(
     let (user, system) = cpu_split_ms(proxy.pid());
     let proxy_user_ms = user - user_before;
     let proxy_cpu_ms = proxy_user_ms + system - system_before;
+    let proxy_writes = write_calls(proxy.pid()).saturating_sub(writes_before);
     let results = probe.stop().await?;
     let latency = merged(&results);
     Ok(ChurnRow {
@@ -281,6 +283,7 @@ async fn churn_phase(
         writer_behind: outcome.max_behind,
         proxy_cpu_ms,
         proxy_user_ms,
+        proxy_writes,
         proxy_rss_kib: rss_kib(proxy.pid()),
         lost: Lost::of(&results),
     })
