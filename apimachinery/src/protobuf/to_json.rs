@@ -16,9 +16,10 @@
 //! for the fields it kept, but for two kinds of empty string that Go
 //! writes and prost does not (a map entry's empty key or value, and the
 //! empty `clusterName` of a 1.24 or older server), which are counted by
-//! reading the bytes again for just those parts ([`Extras`]): so a message
-//! written by kube-apiserver or by another sitegrid proxy (prost) measures
-//! right. A message whose bytes are not all accounted for is
+//! reading the bytes again for just those parts ([`Extras`]), with the
+//! length prefixes of the parts that hold them (which prost, writing a part
+//! shorter, may write a byte shorter): so a message written by
+//! kube-apiserver or by another sitegrid proxy (prost) measures right. A message whose bytes are not all accounted for is
 //! [`DecodeError::Incomplete`]: the caller reads that resource in JSON
 //! instead.
 //!

@@ -896,28 +896,48 @@ fn go_meta(name: &str, label: &str, annotation: &str) -> Vec<u8> {
 /// message one byte longer to prefix with its length (a length of 127 or
 /// less becoming 128 or more, 16,383 becoming 16,384), the object still
 /// reads complete, as kube-apiserver's JSON of it would: at every length
-/// around those, for a Service's metadata and label, an EndpointSlice's
-/// endpoint and a list's item, read whole or (a watch event's slice) as its
-/// message.
+/// around those, for a Service's metadata, label and selector, an
+/// EndpointSlice's endpoint and a list's item, read whole or (a watch
+/// event's slice) as its message.
 #[test]
 fn empty_strings_go_writes_read_complete_at_every_length() {
     use protobuf::to_json::{self, Decoded};
-    let service = |meta: &[u8]| {
+    // Whether a part Go wrote `go_len` long, which prost writes `shorter`
+    // bytes shorter, has a length prefix of another size in prost's: each
+    // sweep below must cross at least once.
+    let crosses = |go_len: usize, shorter: usize| {
+        let prefix = |n: usize| prost::encoding::encoded_len_varint(n as u64);
+        prefix(go_len) != prefix(go_len - shorter)
+    };
+    let (mut metas, mut labels, mut selectors, mut endpoints, mut items) = (0, 0, 0, 0, 0);
+    let service = |meta: &[u8], spec: &[u8]| {
         let mut service = Vec::new();
         prost::encoding::bytes::encode(1, &meta.to_vec(), &mut service);
+        prost::encoding::bytes::encode(2, &spec.to_vec(), &mut service);
         protobuf::envelope("v1", "Service", &service)
     };
-    // The metadata (name) and the label's entry (its key) across 128.
+    // The metadata (name), the label's entry and the selector's entry
+    // (their keys) across 128.
     for n in 100..140 {
         let name = "n".repeat(n);
-        let label = "l".repeat(n);
-        for (name, label) in [(name.as_str(), "headless"), ("s", label.as_str())] {
-            let wire = service(&go_meta(name, label, ""));
+        let key = "k".repeat(n);
+        for (name, label) in [(name.as_str(), "headless"), ("s", key.as_str())] {
+            let meta = go_meta(name, label, "");
+            metas += usize::from(crosses(meta.len(), 4));
+            labels += usize::from(crosses(go_entry_with_empty_value(label).len(), 2));
+            let wire = service(&meta, &[]);
             let value = to_json::object_value(&wire)
                 .unwrap_or_else(|e| panic!("name {}, label {}: {e}", name.len(), label.len()));
             assert_eq!(value["metadata"]["name"], name);
             assert_eq!(value["metadata"]["labels"][label], "");
         }
+        let entry = go_entry_with_empty_value(&key);
+        selectors += usize::from(crosses(entry.len(), 2));
+        let mut spec = Vec::new();
+        prost::encoding::bytes::encode(2, &entry, &mut spec);
+        let wire = service(&go_meta("s", "headless", ""), &spec);
+        let value = to_json::object_value(&wire).unwrap_or_else(|e| panic!("selector {n}: {e}"));
+        assert_eq!(value["spec"]["selector"][key.as_str()], "");
     }
     // An endpoint (its hostname) across 128, with an empty topology value.
     for n in 90..130 {
@@ -929,6 +949,7 @@ fn empty_strings_go_writes_read_complete_at_every_length() {
         }
         .encode_to_vec();
         prost::encoding::bytes::encode(5, &go_entry_with_empty_value("zone"), &mut endpoint);
+        endpoints += usize::from(crosses(endpoint.len(), 2));
         let mut slice = Vec::new();
         prost::encoding::bytes::encode(1, &go_meta("s", "headless", ""), &mut slice);
         prost::encoding::bytes::encode(2, &endpoint, &mut slice);
@@ -947,6 +968,7 @@ fn empty_strings_go_writes_read_complete_at_every_length() {
         let item = go_meta("s", "headless", &"a".repeat(n));
         let mut service = Vec::new();
         prost::encoding::bytes::encode(1, &item, &mut service);
+        items += usize::from(crosses(service.len(), 4));
         let mut list = Vec::new();
         prost::encoding::message::encode(1, &protobuf::list_meta("7", "", None), &mut list);
         prost::encoding::bytes::encode(2, &service, &mut list);
@@ -963,4 +985,11 @@ fn empty_strings_go_writes_read_complete_at_every_length() {
             Some(n)
         );
     }
+    assert!(
+        [metas, labels, selectors, endpoints, items]
+            .iter()
+            .all(|&c| c > 0),
+        "every sweep crosses a length prefix's size: {:?}",
+        [metas, labels, selectors, endpoints, items]
+    );
 }
