@@ -18,15 +18,14 @@ fn mib(kib: u64) -> String {
 }
 
 /// A churn row's writes per change, and events per write; none for a
-/// direct row (its watchers are not the proxy's).
+/// direct row (its watchers are not the proxy's) or when they could not be
+/// read.
 fn writes(c: &ChurnRow) -> String {
-    match c.target {
-        Target::Direct => "–".into(),
-        Target::Proxy => format!(
-            "{:.1} ({:.1} events a write)",
-            c.writes_per_change(),
-            c.events_per_write()
-        ),
+    match (c.target, c.writes_per_change(), c.events_per_write()) {
+        (Target::Proxy, Some(per_change), Some(events)) => {
+            format!("{per_change:.1} ({events:.1} events a write)")
+        }
+        _ => "–".into(),
     }
 }
 
@@ -141,8 +140,7 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
                  proxy CPU, **{:.0} changes per CPU-second**; p50 {}, p99 {}; {} lost. The goal of changes \
                  per CPU-second on one core is judged from this run. Of the proxy's CPU, {:.0} ms were in user \
                  space ({:.0} changes per user-space CPU-second) and {:.0} ms in the kernel, which on loopback \
-                 carries the watchers' receive path as well as the sending. It made {} write system calls, \
-                 {:.1} a change ({:.1} events a write): {:.1} µs of the kernel's time a write.\n",
+                 carries the watchers' receive path as well as the sending.{}\n",
                 c.rate,
                 one.cpu,
                 if one.others.len() > 1 { "s" } else { "" },
@@ -157,10 +155,14 @@ pub fn render(r: &Report, charts: Option<&(String, String)>) -> String {
                 c.proxy_user_ms,
                 c.user_changes_per_core_second(),
                 c.proxy_cpu_ms - c.proxy_user_ms,
-                c.proxy_writes,
-                c.writes_per_change(),
-                c.events_per_write(),
-                c.kernel_us_per_write(),
+                match (c.proxy_writes, c.events_per_write()) {
+                    (Some(n), Some(events)) => format!(
+                        " It made {n} write system calls: {} ({events:.1} events a write; its kernel \
+                         time counts its reads and waits too).",
+                        c.write_cost()
+                    ),
+                    _ => " Its write system calls could not be read.".into(),
+                },
             );
         }
         for c in r

@@ -155,8 +155,9 @@ pub struct ChurnRow {
     /// it carries the watchers' receive path as well as the sending).
     pub proxy_user_ms: f64,
     /// The proxy's write system calls during the phase (to its watchers,
-    /// nearly all: each carries what was ready for one watcher at once).
-    pub proxy_writes: u64,
+    /// nearly all: each carries what was ready for one watcher at once);
+    /// None when they could not be read.
+    pub proxy_writes: Option<u64>,
     /// The proxy's RSS at the end of the phase, KiB.
     pub proxy_rss_kib: u64,
     /// Lost events.
@@ -181,18 +182,30 @@ impl ChurnRow {
     }
 
     /// The proxy's write system calls per upstream change.
-    pub fn writes_per_change(&self) -> f64 {
-        self.proxy_writes as f64 / self.changes.max(1) as f64
+    pub fn writes_per_change(&self) -> Option<f64> {
+        Some(self.proxy_writes? as f64 / self.changes.max(1) as f64)
     }
 
     /// Events delivered per write system call of the proxy.
-    pub fn events_per_write(&self) -> f64 {
-        self.events as f64 / self.proxy_writes.max(1) as f64
+    pub fn events_per_write(&self) -> Option<f64> {
+        Some(self.events as f64 / self.proxy_writes?.max(1) as f64)
     }
 
-    /// The proxy's time in the kernel per write system call, µs.
-    pub fn kernel_us_per_write(&self) -> f64 {
-        (self.proxy_cpu_ms - self.proxy_user_ms) * 1000.0 / self.proxy_writes.max(1) as f64
+    /// Its writes per change and all of its kernel time over them, as the
+    /// report says it.
+    pub fn write_cost(&self) -> String {
+        match (self.writes_per_change(), self.kernel_us_per_write()) {
+            (Some(per_change), Some(us)) => {
+                format!("{per_change:.1} writes a change, {us:.1} µs of its kernel time per write")
+            }
+            _ => "its writes not read".into(),
+        }
+    }
+
+    /// All of the proxy's time in the kernel (its reads and waits too) over
+    /// its write system calls, µs each.
+    pub fn kernel_us_per_write(&self) -> Option<f64> {
+        Some((self.proxy_cpu_ms - self.proxy_user_ms) * 1000.0 / self.proxy_writes?.max(1) as f64)
     }
 
     /// The phase's changes over `cpu_ms` of CPU, per second of it.

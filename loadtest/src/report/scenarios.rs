@@ -269,7 +269,9 @@ async fn churn_phase(
     let (user, system) = cpu_split_ms(proxy.pid());
     let proxy_user_ms = user - user_before;
     let proxy_cpu_ms = proxy_user_ms + system - system_before;
-    let proxy_writes = write_calls(proxy.pid()).saturating_sub(writes_before);
+    let proxy_writes = write_calls(proxy.pid())
+        .zip(writes_before)
+        .map(|(after, before)| after.saturating_sub(before));
     let results = probe.stop().await?;
     let latency = merged(&results);
     Ok(ChurnRow {
