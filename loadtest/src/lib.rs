@@ -206,11 +206,7 @@ pub fn cpu_split_ms(pid: u32) -> (f64, f64) {
 /// nearly all of them: each carries what was ready for one watcher at once,
 /// so writes per change tell how well events are batched.
 pub fn write_calls(pid: u32) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/io"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("syscw:"))
-        .and_then(|v| v.trim().parse().ok())
+    proc_figure(pid, "io", "syscw:")
 }
 
 /// The process's resident set, in KiB.
@@ -226,14 +222,19 @@ pub fn rss_anon_kib(pid: u32) -> u64 {
 
 /// A KiB figure of `/proc/<pid>/status` (0 when unreadable).
 fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
+    proc_figure(pid, "status", field).unwrap_or(0)
+}
+
+/// The figure after `field` (`name:`) in `/proc/<pid>/<file>`, if readable.
+fn proc_figure(pid: u32, file: &str, field: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// The value of `series` (its full name with labels) in a Prometheus text exposition.
