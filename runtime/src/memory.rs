@@ -17,6 +17,15 @@
 //! ([`note_freed`]), or, with neither, a while has passed, doubling from
 //! [`CHECK_EVERY`] to [`QUIET_MAX`] while looks find nothing to trim.
 //!
+//! A list read from the API server is the other reason, and calls for a
+//! trim at once whatever is free ([`note_list_read`]): its pages and their
+//! decoded copies pass through the sync thread's arena and leave it
+//! fragmented, holding free pages between the cache's objects. That is far
+//! below the threshold above (a quarter of what a proxy holds after its
+//! first sync of 10,000 endpoints), so a node at rest would keep it for
+//! good; lists are rare (the first sync, a relist after an expired watch
+//! or an outage), and the walk costs little then.
+//!
 //! Written by hand: no well-kept crate wraps the two glibc calls, and the
 //! allocator stays glibc (docs/decisions/0003-allocator.md). They are the
 //! only unsafe code of the workspace; elsewhere (musl, other systems) this
@@ -42,6 +51,10 @@ pub const QUIET_MAX: Duration = Duration::from_secs(60);
 /// last look call for another.
 pub const FREED_FOR_A_LOOK: u64 = 64;
 
+/// How long a trim called for by a list waits for other lists ending with
+/// it (a proxy's first sync lists every kind at once), so they give one.
+pub const AFTER_LIST: Duration = Duration::from_millis(200);
+
 /// Calls of [`note_freed`] since the process started.
 static FREED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -49,6 +62,16 @@ static FREED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0
 /// what it held); enough of them call for a look at the allocator.
 pub fn note_freed() {
     FREED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// A list's wake-up of the trimmer (a permit kept if it is not waiting).
+static LIST_READ: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Tells the trimmer that a list from the API server was read and applied:
+/// what its pages took is free now. The trimmer gives it back at once
+/// ([`AFTER_LIST`] later), whatever the free count.
+pub fn note_list_read() {
+    LIST_READ.notify_one();
 }
 
 /// What the allocator holds that the program freed, in bytes (`None` where
@@ -157,15 +180,26 @@ impl Trimmer {
     }
 }
 
-/// Checks every [`CHECK_EVERY`] and trims when [`Trimmer::due`], off the
-/// async threads; runs until dropped. For a long-running server.
+/// Checks every [`CHECK_EVERY`] and trims when [`Trimmer::due`], or
+/// [`AFTER_LIST`] after [`note_list_read`], off the async threads; runs
+/// until dropped. For a long-running server.
 pub async fn give_back_freed_memory() {
     let mut trimmer = Trimmer::default();
     let mut every = tokio::time::interval(CHECK_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let start = tokio::time::Instant::now();
     loop {
-        every.tick().await;
+        let listed = tokio::select! {
+            _ = every.tick() => false,
+            () = LIST_READ.notified() => true,
+        };
+        if listed {
+            tokio::time::sleep(AFTER_LIST).await;
+            if !trim_off_thread(&mut trimmer, "a list was read").await {
+                return;
+            }
+            continue;
+        }
         let Some(resident) = resident_bytes() else {
             return;
         };
@@ -179,26 +213,36 @@ pub async fn give_back_freed_memory() {
             return;
         };
         let due = trimmer.due(free, resident);
-        if due {
-            let after = tokio::task::spawn_blocking(|| {
-                let released = trim();
-                let free = free_bytes().unwrap_or_default();
-                (released, free, resident_bytes().unwrap_or_default())
-            })
-            .await;
-            if let Ok((released, free_after, resident_after)) = after {
-                tracing::debug!(
-                    free,
-                    resident,
-                    resident_after,
-                    released,
-                    "gave freed memory back to the system"
-                );
-                trimmer.trimmed(free_after, resident_after);
-            }
+        if due && !trim_off_thread(&mut trimmer, "memory was freed").await {
+            return;
         }
         trimmer.looked(due, start.elapsed());
     }
+}
+
+/// Trims on a blocking thread and records what it left in `trimmer`; false
+/// if the runtime is going away.
+async fn trim_off_thread(trimmer: &mut Trimmer, why: &'static str) -> bool {
+    let before = resident_bytes().unwrap_or_default();
+    let after = tokio::task::spawn_blocking(|| {
+        let released = trim();
+        let free = free_bytes().unwrap_or_default();
+        (released, free, resident_bytes().unwrap_or_default())
+    })
+    .await;
+    let Ok((released, free, resident)) = after else {
+        return false;
+    };
+    tracing::debug!(
+        why,
+        resident_before = before,
+        resident_after = resident,
+        free_after = free,
+        released,
+        "gave freed memory back to the system"
+    );
+    trimmer.trimmed(free, resident);
+    true
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]

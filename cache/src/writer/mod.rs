@@ -537,6 +537,10 @@ impl Writer {
         if first_sync && is_topology_input(kind) && self.topology_ready() {
             self.recompute_all(batch);
         }
+        // The list's pages and their decoded copies are free now, spread
+        // between the objects kept: give their pages back (a node at rest
+        // would hold them for good otherwise).
+        sitegrid_runtime::memory::note_list_read();
     }
 
     /// Whether services and nodes, which every filtered view depends on, are complete.
