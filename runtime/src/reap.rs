@@ -13,14 +13,19 @@
 //! The hand-over is bounded: beyond [`BACKLOG`] connections waiting, one is
 //! dropped where it ended. A reaper that falls behind (the machine busy for
 //! long) therefore never keeps more than that many sockets open, and the
-//! process's descriptors, watch slots and memory come back as before.
+//! process's descriptors, watch slots and memory come back as before. The
+//! bound is a count beside an unbounded channel, not a bounded channel:
+//! std's bounded one makes all its slots at once (16,384 of them, 384 KiB
+//! resident in every process that ever closed a connection), the unbounded
+//! one a block of 31 at a time as they fill, and frees each once read.
 //!
 //! Written here: `defer-drop` and `dropout` queue without a bound and drop
 //! at the caller's priority.
 
 use std::sync::{
-    mpsc::{sync_channel, SyncSender, TrySendError},
-    LazyLock,
+    atomic::{AtomicUsize, Ordering},
+    mpsc::{channel, SendError, Sender},
+    Arc, LazyLock,
 };
 
 /// Connections waiting to be dropped before the next is dropped in place.
@@ -37,12 +42,17 @@ type Held = Box<dyn Send>;
 struct Reaper {
     /// `None` when the thread could not be started: everything is dropped
     /// in place, as without a reaper.
-    tx: Option<SyncSender<Held>>,
+    tx: Option<Sender<Held>>,
+    /// Handed over and not yet taken by the thread.
+    waiting: Arc<AtomicUsize>,
+    backlog: usize,
 }
 
 impl Reaper {
     fn start(backlog: usize) -> Self {
-        let (tx, rx) = sync_channel::<Held>(backlog);
+        let (tx, rx) = channel::<Held>();
+        let waiting = Arc::new(AtomicUsize::new(0));
+        let taken = Arc::clone(&waiting);
         let started = std::thread::Builder::new()
             .name("sitegrid-reap".into())
             .spawn(move || {
@@ -50,11 +60,14 @@ impl Reaper {
                 // off the async threads.
                 let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), NICE);
                 for held in rx {
+                    taken.fetch_sub(1, Ordering::Relaxed);
                     drop(held);
                 }
             });
         Reaper {
             tx: started.ok().map(|_| tx),
+            waiting,
+            backlog,
         }
     }
 
@@ -63,9 +76,14 @@ impl Reaper {
             drop(held);
             return;
         };
-        match tx.try_send(Box::new(held)) {
-            Ok(()) => {}
-            Err(TrySendError::Full(held) | TrySendError::Disconnected(held)) => drop(held),
+        if self.waiting.fetch_add(1, Ordering::Relaxed) >= self.backlog {
+            self.waiting.fetch_sub(1, Ordering::Relaxed);
+            drop(held);
+            return;
+        }
+        if let Err(SendError(held)) = tx.send(Box::new(held)) {
+            self.waiting.fetch_sub(1, Ordering::Relaxed);
+            drop(held);
         }
     }
 }
@@ -144,5 +162,12 @@ mod tests {
             .recv_timeout(std::time::Duration::from_secs(30))
             .expect("the queued one dropped once the reaper is free");
         assert_eq!(later.as_deref(), Some("sitegrid-reap"));
+        // Its place is free again: the next goes to the reaper too.
+        let (told, dropped) = mpsc::channel();
+        reaper.reap(Tell(told));
+        let next = dropped
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("dropped at all");
+        assert_eq!(next.as_deref(), Some("sitegrid-reap"));
     }
 }
