@@ -12,8 +12,9 @@
 # As root (vfs storage, chroot isolation: no overlay mounts, no user
 # namespaces, no runtime daemon). $CARGO_TARGET_DIR is honoured;
 # SITEGRID_IMAGES_SKIP_CARGO=1 uses binaries already built. After cargo's
-# build the proxy is relinked with its code in the order a node first runs
-# it (deploy/images/link-order.sh; needs valgrind, else says so and skips).
+# build the proxy is relinked with the code a node's proxy runs first laid
+# out together (deploy/images/link-order.sh; needs valgrind, else says so
+# and skips).
 # With Docker, the Dockerfile builds the binaries itself in a Rust image
 # instead (`docker build -f deploy/images/Dockerfile --target proxy .`),
 # without that order.
@@ -44,8 +45,8 @@ if [[ -z ${SITEGRID_IMAGES_SKIP_CARGO:-} ]]; then
     # SITEGRID_LINK_ORDER from the environment would order a build the run
     # below did not make the order for.
     SITEGRID_LINK_ORDER= build
-    # The proxy linked again with its code in the order a node first runs it:
-    # an idle proxy maps about 5 MiB less of it (docs/decisions/0012). The
+    # The proxy linked again with the code a node's proxy runs first laid out
+    # together: an idle proxy maps about 5 MiB less of it (docs/decisions/0012). The
     # same command: the same features, so the same symbol names as the order's.
     order=$("$ROOT/deploy/images/link-order.sh" "$PROFILE")
     if [[ -n $order ]]; then

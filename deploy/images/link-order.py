@@ -4,9 +4,10 @@
     deploy/images/link-order.py CALLGRIND_OUT BINARY > order.txt
 
 CALLGRIND_OUT: `valgrind --tool=callgrind --demangle=no` of BINARY (the
-run whose code should sit together); prints, in the order the run first
-entered them, the names of BINARY's functions it executed that BINARY's
-symbol table holds, one a line, for lld's `--symbol-ordering-file`.
+run whose code should sit together); prints the names of BINARY's
+functions the run executed that BINARY's symbol table holds, one a line,
+in the order callgrind lists them (grouped by source file), for lld's
+`--symbol-ordering-file`.
 Also prints to stderr how many bytes of code they are, of all of it.
 Symbol names hold hashes of the build (profile, toolchain, lockfile): the
 file fits the binary it was made from, and one linked the same way.

@@ -18,13 +18,16 @@
 //! [`CHECK_EVERY`] to [`QUIET_MAX`] while looks find nothing to trim.
 //!
 //! A list read from the API server is the other reason, and calls for a
-//! trim at once whatever is free ([`note_list_read`]): its pages and their
-//! decoded copies pass through the sync thread's arena and leave it
-//! fragmented, holding free pages between the cache's objects. That is far
-//! below the threshold above (a quarter of what a proxy holds after its
-//! first sync of 10,000 endpoints), so a node at rest would keep it for
-//! good; lists are rare (the first sync, a relist after an expired watch
-//! or an outage), and the walk costs little then.
+//! trim soon after whatever is free ([`note_list_read`]): its pages and
+//! their decoded copies pass through the sync thread's arena and leave it
+//! fragmented, holding free pages between the cache's objects. In a
+//! cluster of a few thousand endpoints that is a few MiB, below the
+//! threshold above, so a node at rest would keep it for good; lists are
+//! rare (the first sync, a kind's first request, a relist after an expired
+//! watch or an outage), and the walk costs little then. Lists ending
+//! within [`AFTER_LIST`] of each other give one trim, and a process still
+//! growing meanwhile (a burst of clients beside the list) is not walked:
+//! the trim waits for the first check at which it stopped.
 //!
 //! Written by hand: no well-kept crate wraps the two glibc calls, and the
 //! allocator stays glibc (docs/decisions/0003-allocator.md). They are the
@@ -52,7 +55,8 @@ pub const QUIET_MAX: Duration = Duration::from_secs(60);
 pub const FREED_FOR_A_LOOK: u64 = 64;
 
 /// How long a trim called for by a list waits for other lists ending with
-/// it (a proxy's first sync lists every kind at once), so they give one.
+/// it (a proxy's first sync lists several kinds at once), so they give one:
+/// each list ending restarts the wait.
 pub const AFTER_LIST: Duration = Duration::from_millis(200);
 
 /// Calls of [`note_freed`] since the process started.
@@ -68,8 +72,9 @@ pub fn note_freed() {
 static LIST_READ: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 /// Tells the trimmer that a list from the API server was read and applied:
-/// what its pages took is free now. The trimmer gives it back at once
-/// ([`AFTER_LIST`] later), whatever the free count.
+/// what its pages took is free now. The trimmer gives it back
+/// [`AFTER_LIST`] later, whatever the free count (or, if the process is
+/// growing then, at the first check after it stopped).
 pub fn note_list_read() {
     LIST_READ.notify_one();
 }
@@ -188,21 +193,50 @@ pub async fn give_back_freed_memory() {
     let mut every = tokio::time::interval(CHECK_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let start = tokio::time::Instant::now();
+    // A list's trim put off while the process grew: the resident size then.
+    let mut list_waiting: Option<u64> = None;
     loop {
         let listed = tokio::select! {
             _ = every.tick() => false,
             () = LIST_READ.notified() => true,
         };
         if listed {
-            tokio::time::sleep(AFTER_LIST).await;
+            let at_list = resident_bytes();
+            while tokio::time::timeout(AFTER_LIST, LIST_READ.notified())
+                .await
+                .is_ok()
+            {}
+            let now = resident_bytes();
+            if let (Some(at_list), Some(now)) = (at_list, now) {
+                if now > at_list.saturating_add(GROWING_BYTES) {
+                    // Looked at again a whole check from now, not at a tick
+                    // already due.
+                    list_waiting = Some(now);
+                    every.reset();
+                    continue;
+                }
+            }
             if !trim_off_thread(&mut trimmer, "a list was read").await {
                 return;
             }
+            list_waiting = None;
             continue;
         }
         let Some(resident) = resident_bytes() else {
             return;
         };
+        if let Some(then) = list_waiting {
+            if resident > then.saturating_add(GROWING_BYTES) {
+                list_waiting = Some(resident);
+                continue;
+            }
+            list_waiting = None;
+            if !trim_off_thread(&mut trimmer, "a list was read").await {
+                return;
+            }
+            trimmer.looked(true, start.elapsed());
+            continue;
+        }
         let freed = FREED.load(std::sync::atomic::Ordering::Relaxed);
         if !trimmer.look_now(resident, freed, start.elapsed()) {
             continue;
