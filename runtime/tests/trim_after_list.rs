@@ -5,29 +5,21 @@
 //! other test's memory.
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod leftovers;
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[tokio::test]
 async fn what_a_list_left_free_goes_back_though_it_is_below_the_threshold() {
     use std::time::Duration;
 
+    use leftovers::{BLOCKS, FREED};
     use sitegrid_runtime::memory::{
-        give_back_freed_memory, note_list_read, resident_bytes, CHECK_EVERY, TRIM_AFTER_BYTES,
+        give_back_freed_memory, note_list_read, resident_bytes, CHECK_EVERY,
     };
 
-    // As a list leaves the sync thread's arena: blocks of a few pages freed
-    // between blocks that stay (the objects kept), so nothing comes back
-    // from the heap's top alone. Well below the periodic threshold.
-    const BLOCKS: usize = 192;
-    const BLOCK: usize = 16 << 10;
-    const FREED: u64 = (BLOCKS * BLOCK) as u64;
-    const _: () = assert!(FREED < TRIM_AFTER_BYTES / 2);
     let anon = || resident_bytes().expect("RssAnon");
     let trimmer = tokio::spawn(give_back_freed_memory());
-    let mut kept = Vec::with_capacity(BLOCKS);
-    let mut freed = Vec::with_capacity(BLOCKS);
-    for i in 0..BLOCKS {
-        freed.push(vec![i as u8; BLOCK]);
-        kept.push(vec![i as u8; 64]);
-    }
+    let (freed, kept) = leftovers::allocate();
     let before = anon();
     drop(freed);
     assert!(

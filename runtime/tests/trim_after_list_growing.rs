@@ -3,29 +3,24 @@
 //! `trim_after_list.rs` gives.
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod leftovers;
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[tokio::test]
 async fn a_list_read_while_the_process_grows_is_trimmed_once_it_stopped() {
     use std::time::Duration;
 
+    use leftovers::{BLOCKS, FREED};
     use sitegrid_runtime::memory::{
         give_back_freed_memory, note_list_read, resident_bytes, AFTER_LIST, GROWING_BYTES,
     };
 
-    const BLOCKS: usize = 192;
-    const BLOCK: usize = 16 << 10;
-    const FREED: u64 = (BLOCKS * BLOCK) as u64;
     let anon = || resident_bytes().expect("RssAnon");
     let trimmer = tokio::spawn(give_back_freed_memory());
     // Its first check (at once; a count of free bytes on a blocking thread)
     // done before the list, so the list is what it answers next.
     tokio::time::sleep(AFTER_LIST).await;
-    // What the list left: blocks freed between blocks that stay.
-    let mut kept = Vec::with_capacity(BLOCKS);
-    let mut freed = Vec::with_capacity(BLOCKS);
-    for i in 0..BLOCKS {
-        freed.push(vec![i as u8; BLOCK]);
-        kept.push(vec![i as u8; 64]);
-    }
+    let (freed, kept) = leftovers::allocate();
     drop(freed);
 
     // The trimmer, woken, takes the list's word at this test's next await
