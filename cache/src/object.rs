@@ -62,17 +62,18 @@ pub enum UpstreamBody {
         /// envelope), while `value` is what it reads as: what the writer
         /// keeps of the object, half the size of its JSON and not written
         /// out again (`to_json::object_value` reads it back). None for a
-        /// list's item (kept as text) and once `value` was changed (an
+        /// list's Service (kept as text) and once `value` was changed (an
         /// EndpointSlice converted to the snapshot's version).
         wire: Option<Bytes>,
     },
-    /// `Protobuf`'s value, read as a list's item and kept as its JSON text until it
-    /// is used: a list is read a page at a time and mostly stored, and a
-    /// page's decoded values would take several times the memory.
+    /// `Protobuf`'s value, read as a list's Service and kept as its JSON
+    /// text until it is used: a list is read a page at a time and mostly
+    /// stored, and a page's decoded values would take several times the
+    /// memory.
     ProtobufText(Arc<RawValue>),
-    /// An EndpointSlice read from a protobuf watch event, its endpoints not
-    /// yet written as JSON: the writer writes only those its views keep
-    /// (see `SliceMessage`).
+    /// An EndpointSlice read from protobuf (a list's item or a watch
+    /// event's object), its endpoints not yet written as JSON: the writer
+    /// writes only those its views keep (see `SliceMessage`).
     ProtobufSlice {
         /// The slice, read.
         message: Arc<SliceMessage>,
@@ -217,19 +218,26 @@ fn carried(json: &str) -> Option<protobuf::to_json::Carried> {
 }
 
 /// A carried object, decoded: its metadata taken from the value; a list's
-/// item kept as text, a watch event's object with its bytes.
+/// Service kept as text, an Endpoints or EndpointSlice (listed or watched)
+/// with its bytes.
 fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
     let protobuf::to_json::Carried {
         value,
         listed,
         wire,
     } = carried;
-    // A list's item is kept as text (`UpstreamBody::ProtobufText`): its
-    // bytes are of no further use and go now, before that text is written,
-    // so as not to leave a gap among the page's kept texts.
-    let wire = (!listed).then_some(wire);
+    // The writer keeps an Endpoints or EndpointSlice as the bytes it came
+    // in, half the size of its JSON, whether listed or watched. A list's
+    // Service is kept as text (`UpstreamBody::ProtobufText`) until its view
+    // is made: its bytes are of no further use and go now, before that text
+    // is written, so as not to leave a gap among the page's kept texts.
+    let as_sent = match &value {
+        Ok(Decoded::Slice(_)) => true,
+        Ok(Decoded::Value(v)) => v.get("kind").and_then(Value::as_str) == Some("Endpoints"),
+        Err(_) => false,
+    };
+    let wire = (!listed || as_sent).then_some(wire);
     let body = match (value, wire) {
-        // A watch event's EndpointSlice (a list's items are read as values).
         (Ok(Decoded::Slice(message)), Some(wire)) => UpstreamBody::ProtobufSlice {
             message: Arc::new(message),
             wire,
@@ -252,7 +260,11 @@ fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
         _ => None,
     }
     .unwrap_or_default();
-    let body = if listed { body.into_text() } else { body };
+    let body = if listed && !as_sent {
+        body.into_text()
+    } else {
+        body
+    };
     UpstreamObject {
         metadata,
         body,

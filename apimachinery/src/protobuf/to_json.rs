@@ -33,10 +33,10 @@
 //! decoding it once, where the client builds its object. Its completeness
 //! is checked there, so an incomplete object is found by that client, not
 //! by the converter. The two prefixes let the client keep a list's items
-//! (read by the page, and usually stored rather than used at once) as
-//! compact text, and a watch event's object as the value it uses next
-//! (an EndpointSlice as its message, [`SliceMessage`]: a client that keeps
-//! few of its endpoints writes only those).
+//! (read by the page, and usually stored rather than used at once) apart
+//! from a watch event's object, which it uses next. An EndpointSlice, listed
+//! or watched, is read as its message ([`SliceMessage`]: a client that
+//! keeps few of its endpoints writes only those).
 
 use bytes::Bytes;
 use k8s_pb::api::core::v1 as core;
@@ -201,9 +201,8 @@ fn push_carried(out: &mut Vec<u8>, prefix: &str, wire: &[u8]) {
 
 /// A carried object read: its JSON value (a Service, Endpoints or
 /// EndpointSlice, with its `kind` and `apiVersion`, as kube-apiserver would
-/// have written it; a watch event's EndpointSlice as its message, see
-/// [`object`]), whether it was a list's item, and the bytes it was read
-/// from.
+/// have written it; an EndpointSlice as its message, see [`object`]),
+/// whether it was a list's item, and the bytes it was read from.
 pub struct Carried {
     /// The object, or why it does not decode completely.
     pub value: Result<Decoded, DecodeError>,
@@ -223,8 +222,6 @@ pub fn carried_value(text: &str) -> Option<Carried> {
         None => (text.strip_prefix(CARRIED_PREFIX)?, false),
     };
     let (value, wire) = match base64::engine::general_purpose::STANDARD.decode(encoded) {
-        // A list's items are kept as text, written at once.
-        Ok(wire) if listed => (object_value(&wire).map(Decoded::Value), Bytes::from(wire)),
         Ok(wire) => {
             let wire = Bytes::from(wire);
             (object(wire.clone()), wire)

@@ -121,7 +121,8 @@ pub fn protobuf(data: &[u8]) {
 /// `UpstreamObject`s, decoding each carried object there. Invariants: what
 /// is written is JSON; a carried object that decodes is what the whole
 /// conversion (`answer`, `watch_event`) writes for it, and a watch event's
-/// object keeps the bytes it was read from (the writer's copy of it).
+/// object, or a list's Endpoints or EndpointSlice, keeps the bytes it was
+/// read from (the writer's copy of it).
 pub fn protobuf_answer(data: &[u8]) {
     let Some((&pick, wire)) = data.split_first() else {
         return;
@@ -138,8 +139,25 @@ pub fn protobuf_answer(data: &[u8]) {
         for (i, item) in value["items"].as_array().into_iter().flatten().enumerate() {
             let o = UpstreamObject::from_json(&item.to_string()).expect("any JSON value decodes");
             let _ = (o.key(), o.upstream_rv());
-            if let (UpstreamBody::ProtobufText(_), Some(expected)) = (&o.body, expected) {
-                let mut v = o.value().expect("a listed object is kept as JSON text");
+            let decoded = matches!(
+                o.body,
+                UpstreamBody::ProtobufText(_)
+                    | UpstreamBody::Protobuf { .. }
+                    | UpstreamBody::ProtobufSlice { .. }
+            );
+            if let (true, Some(expected)) = (decoded, expected) {
+                let mut v = o
+                    .value()
+                    .expect("a listed object decoded from protobuf reads as JSON");
+                // An Endpoints or EndpointSlice keeps the bytes the writer
+                // keeps, and they read back as the same object.
+                if v["kind"] == "Endpoints" || v["kind"] == "EndpointSlice" {
+                    let kept = o.body.wire().map(|w| protobuf::to_json::object_value(w));
+                    assert!(
+                        matches!(&kept, Some(Ok(again)) if again == &v),
+                        "a listed item's kept protobuf reads as the object"
+                    );
+                }
                 if let Some(m) = v.as_object_mut() {
                     m.shift_remove("kind");
                     m.shift_remove("apiVersion");
