@@ -3,6 +3,7 @@
 use std::sync::OnceLock;
 
 use bytes::Bytes;
+use once_cell::race::OnceBox;
 use serde_json::{Map, Value};
 use sitegrid_apimachinery::protobuf::{self, EncodeError};
 
@@ -20,15 +21,15 @@ use crate::{meaning::Meaning, object::object_key};
 /// Thousands are cached, and the resume log holds more: the key and the
 /// labels share one allocation, and what few objects need (the second
 /// EndpointSlice version, protobuf) is boxed on first use, so a view costs
-/// its header (104 bytes, of which 16 the digest of its meaning) and two
-/// allocations: that text and its body.
+/// its header (88 bytes, of which 16 the digest of its meaning; 104 with the
+/// reference counts of its `Arc`, which glibc serves from a 112-byte chunk,
+/// where 8 bytes more would take a 128-byte one) and two allocations: that
+/// text and its body.
 #[derive(Debug)]
 pub struct View {
     /// The key (`ns/name` or `name`), then the labels (see [`ViewLabels`]),
     /// then the kind's own selectable fields, written as the labels are.
     text: Box<str>,
-    /// Where the name starts in `text` (0: cluster-scoped).
-    name_at: u32,
     /// Where the key ends and the labels start in `text`.
     labels_at: u32,
     /// Where the labels end and the kind's own selectable fields start in
@@ -40,9 +41,13 @@ pub struct View {
     body: Encoded,
     /// What it means to its clients: the no-op rule compares it, not the body.
     meaning: Meaning,
-    /// The other encodings, made on first use.
-    lazy: OnceLock<Box<Lazy>>,
+    /// The other encodings, made on first use (one pointer, where
+    /// `OnceLock<Box<_>>` takes two words).
+    lazy: OnceBox<Lazy>,
 }
+
+// The header's size decides the chunk every cached view takes (above).
+const _: () = assert!(std::mem::size_of::<View>() <= 88);
 
 /// What a view encodes only when a client asks for it.
 #[derive(Debug, Default)]
@@ -76,14 +81,13 @@ impl View {
         // offsets fit.
         let at = |i: usize| u32::try_from(i).unwrap_or(0);
         View {
-            name_at: at(key_len - name.len()),
             labels_at: at(key_len),
             fields_at: at(labels_end),
             text: key.into_boxed_str(),
             rv,
             body: encode_body(codec, kind, obj, rv),
             meaning: Meaning::of(kind, obj),
-            lazy: OnceLock::new(),
+            lazy: OnceBox::new(),
         }
     }
 
@@ -91,17 +95,18 @@ impl View {
     pub fn with_rv(&self, rv: u64) -> View {
         View {
             text: self.text.clone(),
-            name_at: self.name_at,
             labels_at: self.labels_at,
             fields_at: self.fields_at,
             rv,
             body: self.body.with_rv(rv),
             meaning: self.meaning,
-            lazy: OnceLock::new(),
+            lazy: OnceBox::new(),
         }
     }
 
     fn lazy(&self) -> &Lazy {
+        // Racing first uses may each make one; one is kept, the others
+        // dropped (both empty).
         self.lazy.get_or_init(Box::default)
     }
 
@@ -123,13 +128,16 @@ impl View {
 
     /// The object's name.
     pub fn name(&self) -> &str {
-        self.key().get(self.name_at as usize..).unwrap_or_default()
+        let key = self.key();
+        // Neither a namespace nor a name holds a `/` (kube-apiserver
+        // refuses one in either): the key's one `/`, if any, ends the
+        // namespace.
+        key.split_once('/').map_or(key, |(_, name)| name)
     }
 
     /// The object's namespace (None for cluster-scoped kinds).
     pub fn namespace(&self) -> Option<&str> {
-        let slash = (self.name_at as usize).checked_sub(1)?;
-        self.key().get(..slash)
+        self.key().split_once('/').map(|(namespace, _)| namespace)
     }
 
     /// What it means to its clients (`crate::meaning`): equal for two views
