@@ -324,7 +324,7 @@ impl Writer {
         {
             return;
         }
-        let slice_keys = self.services.slices_of(service).to_vec();
+        let slice_keys: Vec<Box<str>> = self.services.slices_of(service).map(Box::from).collect();
         // A slice read from protobuf stays a message until its endpoints are
         // chosen, and only those kept are written as JSON (a node's proxy
         // keeps its site's, few of a Service spread over many sites).
@@ -374,8 +374,8 @@ impl Writer {
 /// What the writer knows per `ns/service`: its valid `topologyKeys` and
 /// the keys of its EndpointSlices, sorted, in one entry whose name the
 /// slices' [`Stored::service`] share. A Service has one slice or a few, so
-/// they are a boxed slice (a `Vec` started at four); a Service with neither
-/// keys nor slices has no entry. A B-tree, kept with full nodes after each
+/// they are one string ([`SliceKeys`]); a Service with neither keys nor
+/// slices has no entry. A B-tree, kept with full nodes after each
 /// list ([`ServiceLinks::compact`]): a hash map of 1,000 entries has 2,048
 /// buckets.
 #[derive(Debug, Default)]
@@ -384,7 +384,7 @@ pub(super) struct ServiceLinks(BTreeMap<Arc<str>, Links>);
 #[derive(Debug, Default)]
 struct Links {
     keys: Option<TopologyKeys>,
-    slices: Box<[Box<str>]>,
+    slices: SliceKeys,
     /// The Service is gone; `keys` are the last it had, kept for its
     /// remaining slices.
     deleted: bool,
@@ -438,11 +438,7 @@ impl ServiceLinks {
     pub(super) fn link(&mut self, service: &str, key: &str) -> Arc<str> {
         let name = self.shared_name(service);
         let links = self.0.get_mut(&*name).expect("shared_name keeps an entry");
-        if let Err(at) = links.slices.binary_search_by(|k| (**k).cmp(key)) {
-            let mut slices = std::mem::take(&mut links.slices).into_vec();
-            slices.insert(at, key.into());
-            links.slices = slices.into_boxed_slice();
-        }
+        links.slices.insert(key);
         name
     }
 
@@ -450,18 +446,17 @@ impl ServiceLinks {
     /// nothing else is known of it).
     pub(super) fn unlink(&mut self, service: &str, key: &str) {
         if let Some(links) = self.0.get_mut(service) {
-            if let Ok(at) = links.slices.binary_search_by(|k| (**k).cmp(key)) {
-                let mut slices = std::mem::take(&mut links.slices).into_vec();
-                slices.remove(at);
-                links.slices = slices.into_boxed_slice();
-            }
+            links.slices.remove(key);
             self.forget_if_empty(service);
         }
     }
 
     /// The slices of `service`, in key order.
-    pub(super) fn slices_of(&self, service: &str) -> &[Box<str>] {
-        self.0.get(service).map_or(&[], |l| &l.slices)
+    pub(super) fn slices_of(&self, service: &str) -> impl Iterator<Item = &str> {
+        self.0
+            .get(service)
+            .into_iter()
+            .flat_map(|l| l.slices.iter())
     }
 
     /// Rebuilds the map with full nodes (after a list filled it in order).
@@ -497,6 +492,43 @@ impl ServiceLinks {
     }
 }
 
+/// A Service's EndpointSlice keys, sorted, in one allocation: each joined
+/// to the next by a newline, which no key holds (kube-apiserver refuses
+/// one in a namespace or a name). A boxed slice of boxed keys took two
+/// allocations for a Service's one slice, and a pointer more per key.
+#[derive(Debug, Default)]
+struct SliceKeys(Box<str>);
+
+impl SliceKeys {
+    const JOIN: char = '\n';
+
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.split(Self::JOIN).filter(|k| !k.is_empty())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds `key` where it sorts, unless it is there.
+    fn insert(&mut self, key: &str) {
+        let mut keys: Vec<&str> = self.iter().collect();
+        if let Err(at) = keys.binary_search(&key) {
+            keys.insert(at, key);
+            self.0 = keys.join("\n").into_boxed_str();
+        }
+    }
+
+    /// Takes `key` out, if it is there.
+    fn remove(&mut self, key: &str) {
+        let mut keys: Vec<&str> = self.iter().collect();
+        if let Ok(at) = keys.binary_search(&key) {
+            keys.remove(at);
+            self.0 = keys.join("\n").into_boxed_str();
+        }
+    }
+}
+
 #[cfg(test)]
 mod service_links_tests {
     use std::sync::Arc;
@@ -504,8 +536,8 @@ mod service_links_tests {
     use super::ServiceLinks;
     use crate::topology::TopologyKeys;
 
-    fn names(slices: &[Box<str>]) -> Vec<&str> {
-        slices.iter().map(|s| &**s).collect()
+    fn names<'a>(slices: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+        slices.collect()
     }
 
     fn keys(k: &str) -> TopologyKeys {
@@ -524,7 +556,7 @@ mod service_links_tests {
         links.unlink("ns/a", "ns/missing");
         assert_eq!(names(links.slices_of("ns/a")), ["ns/a-2"]);
         links.unlink("ns/a", "ns/a-2");
-        assert!(links.slices_of("ns/a").is_empty());
+        assert_eq!(links.slices_of("ns/a").count(), 0);
         assert_eq!(links.0.len(), 1, "only ns/b is left");
         assert_eq!(names(links.slices_of("ns/b")), ["ns/b-1"]);
     }
@@ -548,7 +580,7 @@ mod service_links_tests {
         // The keys go: the slices stay.
         assert_eq!(links.set_keys("ns/a", None), Some(keys("site")));
         assert_eq!(links.keys("ns/a"), None);
-        assert_eq!(links.slices_of("ns/a").len(), 2);
+        assert_eq!(links.slices_of("ns/a").count(), 2);
         links.unlink("ns/a", "ns/a-1");
         links.unlink("ns/a", "ns/a-2");
         assert_eq!(links.0.len(), 0, "nothing is left of ns/a");
