@@ -227,11 +227,17 @@ impl Writer {
     ) {
         let mut services = BTreeSet::new();
         for ((key, _), prev) in upserted.iter().zip(previous) {
+            let now = self.slice(key).and_then(|s| s.service.clone());
             if let Some(svc) = prev.and_then(|p| p.service) {
-                self.services.unlink(&svc, key);
+                // Still its Service's: unlinked, a deleted Service's last
+                // slice would take the keys kept for it along, and come back
+                // unfiltered (every site's endpoints to this node).
+                if now.as_deref() != Some(&*svc) {
+                    self.services.unlink(&svc, key);
+                }
                 services.insert(svc);
             }
-            match self.slice(key).and_then(|s| s.service.clone()) {
+            match now {
                 Some(svc) => {
                     let shared = self.services.link(&svc, key);
                     if let Some(stored) = self.upstream[ResourceKind::EndpointSlices]

@@ -941,6 +941,35 @@ fn a_deleted_services_endpoints_keep_their_views_until_they_go() {
     );
 }
 
+/// A slice of a deleted Service changed before the garbage collector
+/// deletes it (its pods going meanwhile) keeps its site's view: the keys
+/// kept for it stay while it does.
+#[test]
+fn a_deleted_services_slice_changed_before_it_goes_stays_filtered() {
+    let (cache, mut p) = writer("bj-1");
+    two_sites(&mut p);
+    let key = slice_key("servicegrid-demo-svc");
+    let name = key.trim_start_matches("default/");
+    p.handle(
+        Services,
+        W::Delete(service("servicegrid-demo-svc", Some(r#"["location"]"#), 80)),
+    );
+    // A guangzhou pod goes, a beijing one stays.
+    let eps = [("10.0.0.70", "bj-1"), ("10.0.0.139", "gz-2")];
+    p.handle(
+        EndpointSlices,
+        W::Apply(slice(name, "servicegrid-demo-svc", &eps, 81)),
+    );
+    assert_eq!(slice_ips(&cache, &key), ["10.0.0.70"]);
+    assert_eq!(
+        p.services
+            .keys("default/servicegrid-demo-svc")
+            .map(|k| k.0.len()),
+        Some(1),
+        "the deleted Service's keys stay with its slice"
+    );
+}
+
 /// Deleted, then made again while its slice remains: with other keys the
 /// slice is projected anew; without any, unfiltered.
 #[test]
