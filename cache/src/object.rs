@@ -21,8 +21,8 @@ use sitegrid_apimachinery::protobuf::{
 /// One object as received from the API server.
 ///
 /// Its body is kept as it came ([`UpstreamBody`]): JSON verbatim (compact, in the
-/// server's key order), or, read from protobuf, the value decoded once (a
-/// watch event's EndpointSlice as its message); the
+/// server's key order), or, read from protobuf, the value decoded once (an
+/// EndpointSlice as its message); the
 /// projector derives views from it. Only the metadata the proxy reads is
 /// parsed up front (name, namespace, resourceVersion, labels,
 /// annotations): the watcher tracks resourceVersions through it.
@@ -71,15 +71,22 @@ pub enum UpstreamBody {
     /// stored, and a page's decoded values would take several times the
     /// memory.
     ProtobufText(Arc<RawValue>),
-    /// An EndpointSlice read from protobuf (a list's item or a watch
-    /// event's object), its endpoints not yet written as JSON: the writer
-    /// writes only those its views keep (see `SliceMessage`).
+    /// An EndpointSlice read from a protobuf watch event, its endpoints not
+    /// yet written as JSON: the writer writes only those its views keep
+    /// (see `SliceMessage`).
     ProtobufSlice {
         /// The slice, read.
         message: Arc<SliceMessage>,
         /// The object as the API server sent it, as in `Protobuf`.
         wire: Bytes,
     },
+    /// A list's Endpoints or EndpointSlice read from protobuf: only the
+    /// bytes it came in (`k8s\0` and its envelope), which the writer keeps,
+    /// read again where it is used. Checked complete and its metadata taken
+    /// when it was read; a list is read a page at a time and mostly stored,
+    /// and a page of decoded messages (an allocation per endpoint's field)
+    /// would take several times the memory.
+    ProtobufListed(Bytes),
     /// A carried object that does not decode completely: fields this build
     /// does not know (a newer API server's), or broken bytes. The reflector
     /// reads its resource in JSON instead; `invalid` says why.
@@ -127,6 +134,7 @@ impl UpstreamBody {
             UpstreamBody::ProtobufSlice { message, .. } => {
                 Cow::Owned(SliceMessage::clone(message).into_value().to_string())
             }
+            UpstreamBody::ProtobufListed(wire) => Cow::Owned(listed_value(wire).to_string()),
             UpstreamBody::UnreadableProtobuf => Cow::Borrowed("null"),
         }
     }
@@ -142,16 +150,20 @@ impl UpstreamBody {
             UpstreamBody::ProtobufSlice { message, .. } => {
                 Ok(SliceMessage::clone(message).into_value())
             }
+            UpstreamBody::ProtobufListed(wire) => Ok(listed_value(wire)),
             UpstreamBody::UnreadableProtobuf => Ok(Value::Null),
         }
     }
 
     /// The object as the API server sent it in protobuf (`k8s\0` and its
-    /// envelope), where it is kept: a watch event's, not converted.
+    /// envelope), where it is kept: an Endpoints or EndpointSlice, listed
+    /// or watched, or a watch event's Service; not once converted.
     pub fn wire(&self) -> Option<&Bytes> {
         match self {
             UpstreamBody::Protobuf { wire, .. } => wire.as_ref(),
-            UpstreamBody::ProtobufSlice { wire, .. } => Some(wire),
+            UpstreamBody::ProtobufSlice { wire, .. } | UpstreamBody::ProtobufListed(wire) => {
+                Some(wire)
+            }
             _ => None,
         }
     }
@@ -218,8 +230,8 @@ fn carried(json: &str) -> Option<protobuf::to_json::Carried> {
 }
 
 /// A carried object, decoded: its metadata taken from the value; a list's
-/// Service kept as text, an Endpoints or EndpointSlice (listed or watched)
-/// with its bytes.
+/// Service kept as text, a list's Endpoints or EndpointSlice as its bytes
+/// alone, a watch event's object with its bytes.
 fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
     let protobuf::to_json::Carried {
         value,
@@ -227,8 +239,8 @@ fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
         wire,
     } = carried;
     // The writer keeps an Endpoints or EndpointSlice as the bytes it came
-    // in, half the size of its JSON, whether listed or watched. A list's
-    // Service is kept as text (`UpstreamBody::ProtobufText`) until its view
+    // in, half the size of its JSON, whether listed or watched: a list's is
+    // handed on as those bytes alone. A list's Service is kept as text (`UpstreamBody::ProtobufText`) until its view
     // is made: its bytes are of no further use and go now, before that text
     // is written, so as not to leave a gap among the page's kept texts.
     let as_sent = match &value {
@@ -260,16 +272,22 @@ fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
         _ => None,
     }
     .unwrap_or_default();
-    let body = if listed && !as_sent {
-        body.into_text()
-    } else {
-        body
+    let body = match (listed, body.wire()) {
+        (true, Some(wire)) => UpstreamBody::ProtobufListed(wire.clone()),
+        (true, None) => body.into_text(),
+        (false, _) => body,
     };
     UpstreamObject {
         metadata,
         body,
         invalid: None,
     }
+}
+
+/// A listed object's bytes read again: checked complete when they were
+/// first read, so they decode (`null` if they somehow did not).
+fn listed_value(wire: &[u8]) -> Value {
+    protobuf::to_json::object_value(wire).unwrap_or(Value::Null)
 }
 
 /// The metadata the proxy reads, from a decoded object's (whose types are

@@ -19,8 +19,8 @@ pub(super) struct Stored {
     /// The upstream resourceVersion: a relist skips objects that did not change.
     pub(super) rv: Rv,
     /// Endpoints and EndpointSlices: the object as the API server sent it
-    /// (its protobuf when it came in a protobuf watch event, its JSON
-    /// otherwise), kept compressed (on the kind's [`Family::upstream`] or
+    /// (its protobuf when it was read in protobuf, listed or watched, its
+    /// JSON otherwise), kept compressed (on the kind's [`Family::upstream`] or
     /// [`Family::upstream_protobuf`]), from which their views are
     /// recomputed when a node moves site or a Service's topology or another
     /// of its slices changes.

@@ -393,7 +393,8 @@ impl Writer {
                         (None, UpstreamBody::ProtobufSlice { message, .. }) => {
                             Arrived::Slice(Arc::clone(message))
                         }
-                        // Kept as text: read here.
+                        // Kept as text (a watch event's object never is,
+                        // so not expected): read here.
                         (None, _) => Arrived::Value(Arc::new(obj.value().unwrap_or_default())),
                     };
                     let incoming = Incoming::new(self.cache.codec(), kind, obj);

@@ -176,7 +176,10 @@ pub(super) fn convert(
         };
         let body = match &obj.body {
             UpstreamBody::Protobuf { .. } | UpstreamBody::ProtobufSlice { .. } => converted,
-            UpstreamBody::ProtobufText(_) => converted.into_text(),
+            // A list's: kept compact until the list completes.
+            UpstreamBody::ProtobufText(_) | UpstreamBody::ProtobufListed(_) => {
+                converted.into_text()
+            }
             _ => match converted.into_text() {
                 UpstreamBody::ProtobufText(raw) => UpstreamBody::Json(raw),
                 _ => return obj,

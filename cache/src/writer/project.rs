@@ -518,6 +518,7 @@ impl SliceKeys {
 
     /// Adds `key` where it sorts, unless it is there.
     fn insert(&mut self, key: &str) {
+        debug_assert!(!key.contains(Self::JOIN), "a key holds no newline");
         let mut keys: Vec<&str> = self.iter().collect();
         if let Err(at) = keys.binary_search(&key) {
             keys.insert(at, key);

@@ -57,7 +57,9 @@ impl Writer {
             // Written from its kind's typed message: every field has a
             // place in the typed struct, with its type.
             UpstreamBody::Protobuf { value, .. } => return Ok(Some(value.clone())),
-            UpstreamBody::ProtobufText(_) | UpstreamBody::ProtobufSlice { .. } => return Ok(None),
+            UpstreamBody::ProtobufText(_)
+            | UpstreamBody::ProtobufSlice { .. }
+            | UpstreamBody::ProtobufListed(_) => return Ok(None),
             UpstreamBody::UnreadableProtobuf => return Err("unreadable protobuf".to_owned()),
         };
         let value: Value = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;

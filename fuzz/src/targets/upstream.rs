@@ -144,6 +144,7 @@ pub fn protobuf_answer(data: &[u8]) {
                 UpstreamBody::ProtobufText(_)
                     | UpstreamBody::Protobuf { .. }
                     | UpstreamBody::ProtobufSlice { .. }
+                    | UpstreamBody::ProtobufListed(_)
             );
             if let (true, Some(expected)) = (decoded, expected) {
                 let mut v = o

@@ -441,6 +441,7 @@ mod tests {
         match &o.body {
             UpstreamBody::Protobuf { .. }
             | UpstreamBody::ProtobufSlice { .. }
+            | UpstreamBody::ProtobufListed(_)
             | UpstreamBody::ProtobufText(_) => o.value().unwrap(),
             other => panic!("{} was not decoded from protobuf: {other:?}", o.key()),
         }
@@ -610,6 +611,7 @@ mod tests {
                 UpstreamBody::Json(_) => format!("{} json", o.key()),
                 UpstreamBody::Protobuf { .. }
                 | UpstreamBody::ProtobufSlice { .. }
+                | UpstreamBody::ProtobufListed(_)
                 | UpstreamBody::ProtobufText(_) => {
                     format!("{} protobuf", o.key())
                 }
