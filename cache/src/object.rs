@@ -238,27 +238,9 @@ fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
         listed,
         wire,
     } = carried;
-    // The writer keeps an Endpoints or EndpointSlice as the bytes it came
-    // in, half the size of its JSON, whether listed or watched: a list's is
-    // handed on as those bytes alone. A list's Service is kept as text (`UpstreamBody::ProtobufText`) until its view
-    // is made: its bytes are of no further use and go now, before that text
-    // is written, so as not to leave a gap among the page's kept texts.
-    let as_sent = match &value {
-        Ok(Decoded::Slice(_)) => true,
-        Ok(Decoded::Value(v)) => v.get("kind").and_then(Value::as_str) == Some("Endpoints"),
-        Err(_) => false,
-    };
-    let wire = (!listed || as_sent).then_some(wire);
-    let body = match (value, wire) {
-        (Ok(Decoded::Slice(message)), Some(wire)) => UpstreamBody::ProtobufSlice {
-            message: Arc::new(message),
-            wire,
-        },
-        (Ok(decoded), wire) => UpstreamBody::Protobuf {
-            value: Arc::new(decoded.into_value()),
-            wire,
-        },
-        (Err(e), _) => {
+    let decoded = match value {
+        Ok(decoded) => decoded,
+        Err(e) => {
             return UpstreamObject {
                 metadata: ObjectMeta::default(),
                 body: UpstreamBody::UnreadableProtobuf,
@@ -266,16 +248,36 @@ fn from_protobuf(carried: protobuf::to_json::Carried) -> UpstreamObject {
             }
         }
     };
-    let metadata = match &body {
-        UpstreamBody::Protobuf { value, .. } => value.get("metadata").map(meta_of),
-        UpstreamBody::ProtobufSlice { message, .. } => Some(meta_of(message.metadata())),
-        _ => None,
-    }
-    .unwrap_or_default();
-    let body = match (listed, body.wire()) {
-        (true, Some(wire)) => UpstreamBody::ProtobufListed(wire.clone()),
-        (true, None) => body.into_text(),
-        (false, _) => body,
+    let (metadata, kept_as_sent) = match &decoded {
+        Decoded::Slice(message) => (meta_of(message.metadata()), true),
+        Decoded::Value(v) => (
+            v.get("metadata").map(meta_of).unwrap_or_default(),
+            v.get("kind").and_then(Value::as_str) == Some("Endpoints"),
+        ),
+    };
+    // The writer keeps an Endpoints or EndpointSlice as the bytes it came
+    // in, half the size of its JSON, whether listed or watched: a list's is
+    // handed on as those bytes alone. A list's Service is kept as text
+    // until its view is made: its bytes are of no further use and go
+    // first, so as not to leave a gap among the page's kept texts.
+    let body = match (listed, decoded) {
+        (true, _) if kept_as_sent => UpstreamBody::ProtobufListed(wire),
+        (true, decoded) => {
+            drop(wire);
+            UpstreamBody::Protobuf {
+                value: Arc::new(decoded.into_value()),
+                wire: None,
+            }
+            .into_text()
+        }
+        (false, Decoded::Slice(message)) => UpstreamBody::ProtobufSlice {
+            message: Arc::new(message),
+            wire,
+        },
+        (false, decoded) => UpstreamBody::Protobuf {
+            value: Arc::new(decoded.into_value()),
+            wire: Some(wire),
+        },
     };
     UpstreamObject {
         metadata,

@@ -506,7 +506,7 @@ impl ServiceLinks {
 struct SliceKeys(Box<str>);
 
 impl SliceKeys {
-    const JOIN: char = '\n';
+    const JOIN: &str = "\n";
 
     fn iter(&self) -> impl Iterator<Item = &str> {
         self.0.split(Self::JOIN).filter(|k| !k.is_empty())
@@ -522,7 +522,7 @@ impl SliceKeys {
         let mut keys: Vec<&str> = self.iter().collect();
         if let Err(at) = keys.binary_search(&key) {
             keys.insert(at, key);
-            self.0 = keys.join("\n").into_boxed_str();
+            self.0 = keys.join(Self::JOIN).into_boxed_str();
         }
     }
 
@@ -531,7 +531,7 @@ impl SliceKeys {
         let mut keys: Vec<&str> = self.iter().collect();
         if let Ok(at) = keys.binary_search(&key) {
             keys.remove(at);
-            self.0 = keys.join("\n").into_boxed_str();
+            self.0 = keys.join(Self::JOIN).into_boxed_str();
         }
     }
 }
@@ -542,10 +542,6 @@ mod service_links_tests {
 
     use super::ServiceLinks;
     use crate::topology::TopologyKeys;
-
-    fn names<'a>(slices: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-        slices.collect()
-    }
 
     fn keys(k: &str) -> TopologyKeys {
         TopologyKeys(Arc::from(vec![k.to_owned()]))
@@ -558,14 +554,17 @@ mod service_links_tests {
         links.link("ns/a", "ns/a-1");
         links.link("ns/a", "ns/a-2");
         links.link("ns/b", "ns/b-1");
-        assert_eq!(names(links.slices_of("ns/a")), ["ns/a-1", "ns/a-2"]);
+        assert_eq!(
+            links.slices_of("ns/a").collect::<Vec<_>>(),
+            ["ns/a-1", "ns/a-2"]
+        );
         links.unlink("ns/a", "ns/a-1");
         links.unlink("ns/a", "ns/missing");
-        assert_eq!(names(links.slices_of("ns/a")), ["ns/a-2"]);
+        assert_eq!(links.slices_of("ns/a").collect::<Vec<_>>(), ["ns/a-2"]);
         links.unlink("ns/a", "ns/a-2");
         assert_eq!(links.slices_of("ns/a").count(), 0);
         assert_eq!(links.0.len(), 1, "only ns/b is left");
-        assert_eq!(names(links.slices_of("ns/b")), ["ns/b-1"]);
+        assert_eq!(links.slices_of("ns/b").collect::<Vec<_>>(), ["ns/b-1"]);
     }
 
     #[test]
